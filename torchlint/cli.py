@@ -1,0 +1,171 @@
+"""The command line, shaped like ruff's: `torchlint [check] [PATHS]`, `torchlint rules`, `torchlint rule CODE`.
+
+Only argument parsing and orchestration live here; everything else is a library call. Exit codes: 0 no
+findings, 1 findings (or, with --diff, changes), 2 usage, configuration or internal errors, which --exit-zero
+never masks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import click
+
+from torchlint import __version__
+
+OUTPUT_FORMATS = ("full", "concise", "json")
+
+
+class DefaultToCheck(click.Group):
+    """`torchlint --fix .` means `torchlint check --fix .`: anything that is not a subcommand goes to check."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="torchlint", message="%(prog)s %(version)s")
+def main() -> None:
+    """torchlint: find and fix what makes PyTorch training slower than it needs to be."""
+
+
+def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    return [code.strip().upper() for value in values for code in value.split(",") if code.strip()]
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--fix/--no-fix", default=False, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour or numerics.")
+@click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing (exit 1 if any).")
+@click.option("--select", multiple=True, callback=_split_codes, help="Rule codes or prefixes to enable (replaces the config's).")
+@click.option("--extend-select", multiple=True, callback=_split_codes, help="Rule codes or prefixes to enable in addition.")
+@click.option("--ignore", multiple=True, callback=_split_codes, help="Rule codes or prefixes to disable.")
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="Use this file's settings for every file.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+def check(
+    paths: tuple[Path, ...],
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    select: list[str],
+    extend_select: list[str],
+    ignore: list[str],
+    output_format: str,
+    exit_zero: bool,
+    config_file: Path | None,
+    force_exclude: bool,
+    quiet: bool,
+) -> None:
+    """Check PATHS (default: the current folder) for slow training code."""
+    from torchlint.run import RunOptions, run
+
+    options = RunOptions(
+        paths=list(paths) or [Path(".")],
+        fix=fix,
+        unsafe_fixes=unsafe_fixes,
+        diff=diff,
+        cli_settings={
+            "select": select,
+            "extend_select": extend_select,
+            "ignore": ignore,
+            "unsafe_fixes": unsafe_fixes,
+        },
+        config_file=config_file,
+        force_exclude=force_exclude,
+    )
+    outcome = run(options)
+    _report(outcome, options, output_format, quiet)
+    if outcome.errors:
+        sys.exit(2)
+    if exit_zero:
+        sys.exit(0)
+    if diff:
+        sys.exit(1 if outcome.diffs else 0)
+    sys.exit(1 if outcome.diagnostics else 0)
+
+
+def _report(outcome, options, output_format: str, quiet: bool) -> None:
+    from torchlint.report import REPORTERS
+
+    for message in outcome.warnings:
+        click.echo(f"warning: {message}", err=True)
+    for message in outcome.errors:
+        click.echo(f"error: {message}", err=True)
+    if options.diff:
+        for path, before, after in outcome.diffs:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
+                )
+            )
+        if not quiet:
+            count = outcome.fixed
+            click.echo(f"Would fix {count} finding{'s' if count != 1 else ''}.", err=True)
+        return
+    REPORTERS[output_format](outcome.diagnostics, outcome.sources, sys.stdout)
+    if quiet or output_format == "json":
+        return
+    click.echo(_summary(outcome, options))
+
+
+def _summary(outcome, options) -> str:
+    from torchlint.diagnostics import Applicability
+
+    remaining = len(outcome.diagnostics)
+    plural = "s" if remaining != 1 else ""
+    if options.fix and outcome.fixed:
+        total = remaining + outcome.fixed
+        head = f"Found {total} finding{'s' if total != 1 else ''} ({outcome.fixed} fixed, {remaining} remaining)."
+    elif remaining == 0:
+        return "All checks passed!"
+    else:
+        head = f"Found {remaining} finding{plural}."
+    safe = sum(1 for d in outcome.diagnostics if d.fix and d.fix.applicability is Applicability.SAFE)
+    unsafe = sum(1 for d in outcome.diagnostics if d.fix and d.fix.applicability is Applicability.UNSAFE)
+    lines = [head]
+    if options.unsafe_fixes:
+        safe, unsafe = safe + unsafe, 0
+    if safe and not options.fix:
+        extra = f" ({unsafe} more with `--unsafe-fixes`)" if unsafe else ""
+        lines.append(f"[*] {safe} fixable with the `--fix` option{extra}.")
+    elif unsafe:
+        lines.append(f"{unsafe} more fixable with `--fix --unsafe-fixes`.")
+    return "\n".join(lines)
+
+
+@main.command("rules")
+def list_rules() -> None:
+    """Print every rule: code, name, family, and whether it has a fix."""
+    from torchlint.rules.base import registered_rules
+
+    rows = [(c, r.name, r.family(), r.fix_availability.value) for c, r in registered_rules().items()]
+    widths = [max(len(row[i]) for row in [("code", "name", "family", "fix"), *rows]) for i in range(4)]
+    for row in [("code", "name", "family", "fix"), *rows]:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+@main.command("rule")
+@click.argument("code")
+def show_rule(code: str) -> None:
+    """Print the documentation of one rule (by code or name)."""
+    from torchlint.docs import rule_doc
+    from torchlint.rules.base import registered_rules
+
+    rules = registered_rules()
+    wanted = code.upper()
+    for rule_code, rule in rules.items():
+        if code == rule.name:
+            wanted = rule_code
+    text = rule_doc(wanted) if wanted in rules else None
+    if text is None:
+        click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
+        sys.exit(2)
+    click.echo(text.rstrip("\n"))

@@ -1,0 +1,239 @@
+"""`[tool.torchlint]` in pyproject.toml -> `Settings`, validated strictly.
+
+A typo in a config key silently doing nothing is worse than an error: unknown keys, wrong types and unknown
+rule codes stop the run (exit 2) with the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "node_modules",
+    "__pycache__",
+    ".torchlint_cache",
+)
+DEVICES = ("auto", "cuda", "cpu")
+_CODE = re.compile(r"^(ALL|TL(\d{1,3})?)$")
+
+
+class ConfigError(Exception):
+    """A configuration problem; the CLI prints it and exits 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] = ("ALL",)
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDES
+    extend_exclude: tuple[str, ...] = ()
+    respect_gitignore: bool = True
+    device: str = "auto"
+    torch_version: tuple[int, int] | None = None
+    unsafe_fixes: bool = False
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+    # The folder relative patterns are anchored at (the config file's folder), and the file itself.
+    root: Path = field(default_factory=Path.cwd)
+    source: Path | None = None
+
+    def with_cli(self, **overrides: Any) -> Settings:
+        """Command-line options over the file: --select replaces, --extend-select/--ignore add."""
+        changes: dict[str, Any] = {}
+        if overrides.get("select"):
+            changes["select"] = tuple(overrides["select"])
+        if overrides.get("extend_select"):
+            changes["extend_select"] = self.extend_select + tuple(overrides["extend_select"])
+        if overrides.get("ignore"):
+            changes["ignore"] = self.ignore + tuple(overrides["ignore"])
+        if overrides.get("unsafe_fixes"):
+            changes["unsafe_fixes"] = True
+        return replace(self, **changes) if changes else self
+
+    @property
+    def excludes(self) -> tuple[str, ...]:
+        return self.exclude + self.extend_exclude
+
+
+def selector_matches(selector: str, code: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+def enabled_codes(settings: Settings, codes: list[str], ignored: tuple[str, ...] = ()) -> set[str]:
+    """ruff's resolution: the most specific selector wins; on a tie, ignore wins."""
+    selectors = settings.select + settings.extend_select
+    ignores = settings.ignore + ignored
+    enabled = set()
+    for code in codes:
+        best_select = max((_specificity(s) for s in selectors if selector_matches(s, code)), default=-1)
+        best_ignore = max((_specificity(s) for s in ignores if selector_matches(s, code)), default=-1)
+        if best_select >= 0 and best_select > best_ignore:
+            enabled.add(code)
+    return enabled
+
+
+def _specificity(selector: str) -> int:
+    return 0 if selector == "ALL" else len(selector)
+
+
+def validate_selectors(selectors: tuple[str, ...] | list[str], known: list[str], where: str) -> None:
+    for selector in selectors:
+        if not isinstance(selector, str) or not _CODE.match(selector):
+            raise ConfigError(f"{where}: {selector!r} is not a rule code or prefix (expected e.g. TL303, TL3, ALL)")
+        if selector == "ALL" or len(selector) < 5 and selector[2:3] in "123456":
+            continue  # families exist even before all their rules do
+        if not any(code.startswith(selector) for code in known):
+            raise ConfigError(f"{where}: unknown rule code {selector!r}")
+
+
+# -- reading pyproject.toml -------------------------------------------------------------------------------
+
+_KEYS: dict[str, str] = {
+    "select": "list of rule codes",
+    "extend-select": "list of rule codes",
+    "ignore": "list of rule codes",
+    "per-file-ignores": "table of glob = list of rule codes",
+    "exclude": "list of glob patterns",
+    "extend-exclude": "list of glob patterns",
+    "respect-gitignore": "true or false",
+    "device": "one of " + ", ".join(repr(d) for d in DEVICES),
+    "torch-version": 'a version string like "2.1"',
+    "unsafe-fixes": "true or false",
+    "rule-options": "table of rule code = table of options",
+}
+
+
+def has_tool_table(pyproject: Path) -> bool:
+    """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?"""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return "tool.torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
+
+
+def load_settings(config_file: Path, known_codes: list[str], rule_options: dict[str, dict]) -> Settings:
+    """Settings from a pyproject.toml (its [tool.torchlint] table) or a torchlint.toml-style file."""
+    try:
+        text = config_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{config_file}: cannot read: {error.strerror or error}") from None
+    document = _parse(config_file, text)
+    table = _tool_table(document)
+    if table is None:
+        table = {} if config_file.name == "pyproject.toml" else document
+    return _settings_from_table(table, config_file, known_codes, rule_options)
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def _tool_table(document: dict[str, Any]) -> dict[str, Any] | None:
+    tool = document.get("tool")
+    if isinstance(tool, dict) and isinstance(tool.get("torchlint"), dict):
+        return tool["torchlint"]
+    return None
+
+
+def _settings_from_table(
+    table: dict[str, Any], path: Path, known: list[str], rule_options: dict[str, dict]
+) -> Settings:
+    prefix = "tool.torchlint" if path.name == "pyproject.toml" else ""
+
+    def where(key: str) -> str:
+        return f"{path}: {prefix + '.' if prefix else ''}{key}"
+
+    def expect(key: str, ok: bool) -> None:
+        if not ok:
+            raise ConfigError(f"{where(key)}: expected {_KEYS[key]}, got {table[key]!r}")
+
+    for key in table:
+        if key not in _KEYS:
+            raise ConfigError(f"{where(key)}: unknown key (known: {', '.join(sorted(_KEYS))})")
+
+    def string_list(key: str) -> tuple[str, ...] | None:
+        if key not in table:
+            return None
+        value = table[key]
+        expect(key, isinstance(value, list) and all(isinstance(v, str) for v in value))
+        return tuple(value)
+
+    changes: dict[str, Any] = {"root": path.parent.resolve(), "source": path}
+    for key in ("select", "extend-select", "ignore"):
+        codes = string_list(key)
+        if codes is not None:
+            validate_selectors(codes, known, where(key))
+            changes[key.replace("-", "_")] = codes
+    for key in ("exclude", "extend-exclude"):
+        patterns = string_list(key)
+        if patterns is not None:
+            changes[key.replace("-", "_")] = patterns
+    if "per-file-ignores" in table:
+        value = table["per-file-ignores"]
+        expect("per-file-ignores", isinstance(value, dict))
+        entries = []
+        for pattern, codes in value.items():
+            if not (isinstance(codes, list) and all(isinstance(c, str) for c in codes)):
+                raise ConfigError(f"{where('per-file-ignores')}.{pattern!r}: expected a list of rule codes")
+            validate_selectors(codes, known, f"{where('per-file-ignores')}.{pattern!r}")
+            entries.append((pattern, tuple(codes)))
+        changes["per_file_ignores"] = tuple(entries)
+    for key in ("respect-gitignore", "unsafe-fixes"):
+        if key in table:
+            expect(key, isinstance(table[key], bool))
+            changes[key.replace("-", "_")] = table[key]
+    if "device" in table:
+        expect("device", table["device"] in DEVICES)
+        changes["device"] = table["device"]
+    if "torch-version" in table:
+        value = table["torch-version"]
+        match = re.fullmatch(r"(\d+)\.(\d+)(\.\d+)?", value) if isinstance(value, str) else None
+        expect("torch-version", match is not None)
+        assert match is not None
+        changes["torch_version"] = (int(match.group(1)), int(match.group(2)))
+    if "rule-options" in table:
+        changes["rule_options"] = _rule_options(table["rule-options"], where("rule-options"), rule_options)
+    return Settings(**changes)
+
+
+def _rule_options(value: Any, where: str, declared: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected {_KEYS['rule-options']}, got {value!r}")
+    result: dict[str, dict[str, Any]] = {}
+    for code, options in value.items():
+        if code not in declared:
+            raise ConfigError(f"{where}.{code}: unknown rule code")
+        if not isinstance(options, dict):
+            raise ConfigError(f"{where}.{code}: expected a table of options, got {options!r}")
+        for name, option_value in options.items():
+            if name not in declared[code]:
+                known = ", ".join(sorted(declared[code])) or "none"
+                raise ConfigError(f"{where}.{code}.{name}: unknown option (options of {code}: {known})")
+            expected_type, _ = declared[code][name]
+            if not isinstance(option_value, expected_type) or (
+                expected_type is int and isinstance(option_value, bool)
+            ):
+                raise ConfigError(
+                    f"{where}.{code}.{name}: expected {expected_type.__name__}, got {option_value!r}"
+                )
+        result[code] = dict(options)
+    return result

@@ -1,0 +1,120 @@
+"""What a rule reports and how it proposes to change the code.
+
+The shapes follow ruff's: a `Diagnostic` may carry one `Fix`; a fix is a titled list of text `Edit`s over the
+decoded source, and its `Applicability` says how much trust applying it needs. Applicability belongs to each
+fix, not to the rule, because one rule may be safe in one case and unsafe in another.
+
+Offsets are indices into the decoded text (a Python `str`), never bytes, so that every consumer (the fixer,
+`--diff`, the LSP, the verifier) shares one coordinate system; lines and columns are derived at the edges.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from dataclasses import dataclass, field
+
+
+class Applicability(enum.Enum):
+    """How much trust applying a fix needs (ruff's three classes)."""
+
+    SAFE = "safe"  # cannot change what the program computes; applied by --fix
+    UNSAFE = "unsafe"  # may change numerics or behaviour; needs --unsafe-fixes
+    DISPLAY_ONLY = "display-only"  # a suggestion; shown, never applied
+
+    def allowed(self, unsafe_fixes: bool) -> bool:
+        return self is Applicability.SAFE or (unsafe_fixes and self is Applicability.UNSAFE)
+
+
+class Severity(enum.Enum):
+    ERROR = "error"  # the code is wrong or raises (e.g. invalid DataLoader options, a syntax error)
+    WARNING = "warning"  # the code works but is slower or deprecated
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace `text[start:end]` with `content`.
+
+    `key` marks an edit that several fixes may share (adding `import torch`): among the fixes applied together
+    it is applied once. `quorum` > 1 marks an edit that only makes sense when that many fixes carrying the same
+    key are applied together, e.g. removing an import only once every use of it was rewritten.
+    """
+
+    start: int
+    end: int
+    content: str
+    key: str | None = None
+    quorum: int = 1
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    applicability: Applicability
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    """1-based line, 1-based column (in characters), the way terminals and ruff's JSON count."""
+
+    line: int
+    column: int
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    severity: Severity
+    path: str
+    start: int
+    end: int
+    fix: Fix | None = None
+    # Filled by LineIndex.locate when the diagnostic is reported.
+    location: Position = field(default=Position(1, 1))
+    end_location: Position = field(default=Position(1, 1))
+
+    @property
+    def url(self) -> str:
+        from torchlint.docs import rule_url
+
+        return rule_url(self.code)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.location.line, self.location.column, self.code)
+
+
+class LineIndex:
+    """Offsets <-> (line, column) for one decoded text; built only for files that have findings."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        starts = [0]
+        find = text.find
+        i = find("\n")
+        while i != -1:
+            starts.append(i + 1)
+            i = find("\n", i + 1)
+        self.line_starts = starts
+
+    def offset(self, line: int, column0: int) -> int:
+        """Offset of a 1-based line and a 0-based column (LibCST's convention)."""
+        if line - 1 >= len(self.line_starts):
+            return len(self.text)
+        return min(self.line_starts[line - 1] + column0, len(self.text))
+
+    def position(self, offset: int) -> Position:
+        line = bisect.bisect_right(self.line_starts, offset)
+        return Position(line, offset - self.line_starts[line - 1] + 1)
+
+    def line_text(self, line: int) -> str:
+        start = self.line_starts[line - 1]
+        end = self.line_starts[line] if line < len(self.line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def locate(self, diagnostic: Diagnostic) -> Diagnostic:
+        diagnostic.location = self.position(diagnostic.start)
+        diagnostic.end_location = self.position(diagnostic.end)
+        return diagnostic

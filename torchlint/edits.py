@@ -1,0 +1,76 @@
+"""Turning LibCST-level changes into the minimal text edits a `Fix` carries.
+
+Rules think in nodes ("this call becomes that call"); the fixer, `--diff` and the LSP think in text. Keeping
+edits minimal (common prefix and suffix trimmed) keeps comments and formatting next to the change intact and
+lets independent fixes on one line coexist.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.diagnostics import Edit
+from torchlint.facts import Binding, ModuleFacts
+
+
+class EditError(Exception):
+    """A replacement could not be mapped onto the source text; the rule then offers no fix."""
+
+
+def replace_node(facts: ModuleFacts, old: cst.CSTNode, new: cst.CSTNode) -> Edit:
+    """The text edit that turns `old` into `new`.
+
+    Rendered within the enclosing top-level statement, because a nested node rendered alone loses the
+    indentation of its block (multi-line calls would come out flush left).
+    """
+    statement = facts.top_level_statement(old)
+    start = facts.statement_start(statement)
+    before = _body_code(facts, statement)
+    after = _body_code(facts, statement.deep_replace(old, new))
+    if facts.text[start : start + len(before)] != before:
+        raise EditError(f"cannot map {type(old).__name__} onto the source text")
+    return minimal_edit(start, before, after)
+
+
+def _body_code(facts: ModuleFacts, statement: cst.CSTNode) -> str:
+    """A statement's code without the comment lines above it (they are not part of its position)."""
+    code = facts.code(statement)
+    leading = getattr(statement, "leading_lines", ())
+    skip = sum(len(facts.code(line)) for line in leading)
+    return code[skip:]
+
+
+def minimal_edit(start: int, old: str, new: str) -> Edit:
+    prefix = 0
+    limit = min(len(old), len(new))
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
+        suffix += 1
+    return Edit(start + prefix, start + len(old) - suffix, new[prefix : len(new) - suffix])
+
+
+def add_import(facts: ModuleFacts, module: str) -> Edit:
+    """`import <module>` as a line of its own after the file's import block, applied once per file."""
+    anchor = facts.import_anchor()
+    return Edit(anchor, anchor, f"import {module}{facts.newline}", key=f"import:{module}")
+
+
+def drop_import(facts: ModuleFacts, binding: Binding) -> Edit | None:
+    """Remove the import that bound `binding`, once every one of its uses has been rewritten.
+
+    The edit spans the import's whole lines; the fixer works out the text from the set of names whose uses
+    were all rewritten in the same run (several names may leave one statement). None when removing it could
+    leave a block empty or the line holds other statements.
+    """
+    statement = binding.node
+    if binding.alias is None or not isinstance(statement, (cst.Import, cst.ImportFrom)):
+        return None
+    if facts.suite_size(statement) == 1 and binding.scope.parent is not None:
+        return None  # the only statement of a function or block: removing it would leave it empty
+    uses = len(facts.references_of(binding))
+    if uses == 0:
+        return None  # an import nobody uses was the author's business before this fix run
+    start, end = facts.line_span(statement)
+    return Edit(start, end, "", key=f"drop:{start}:{binding.name}", quorum=uses)

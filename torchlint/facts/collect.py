@@ -1,0 +1,370 @@
+"""The one walk over a module's LibCST tree that every fact is built from.
+
+A `CSTVisitor` pays a dispatch per node per visit method (as much as the parse itself, measured on torch's own
+sources), so this is a hand-written recursive walk: a handler for the node types that bind names or open
+scopes, and a generic descent for the rest that skips whitespace and punctuation fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import libcst as cst
+
+from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind
+
+_SKIPPED_FIELDS = frozenset(
+    {
+        "leading_lines",
+        "lines_after_decorators",
+        "lpar",
+        "rpar",
+        "header",
+        "footer",
+        "comma",
+        "semicolon",
+        "equal",
+        "colon",
+        "star",
+        "whitespace",
+        "operator",
+        "dot",
+        "trailing_whitespace",
+        "empty_lines",
+    }
+)
+_child_fields: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(node_type: type) -> tuple[str, ...]:
+    names = _child_fields.get(node_type)
+    if names is None:
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(node_type)
+            if f.name not in _SKIPPED_FIELDS and not f.name.startswith("whitespace")
+        )
+        _child_fields[node_type] = names
+    return names
+
+
+@dataclasses.dataclass
+class Collected:
+    module_scope: Scope
+    references: list[Reference]
+    calls: list[tuple[cst.Call, Scope]]
+    imports: list[tuple[cst.CSTNode, Scope]]
+    # Statement suites (module body, function bodies, ...) by the id of each statement in them, so that a
+    # fix can tell whether removing a statement would leave a block empty.
+    suite_sizes: dict[int, int]
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.references: list[Reference] = []
+        self.calls: list[tuple[cst.Call, Scope]] = []
+        self.imports: list[tuple[cst.CSTNode, Scope]] = []
+        self.suite_sizes: dict[int, int] = {}
+        self._in_annotation = False
+        self._handlers: dict[type, Callable[[cst.CSTNode, Scope], None]] = {
+            cst.Name: self._name,
+            cst.Attribute: self._attribute,
+            cst.Call: self._call,
+            cst.Decorator: self._decorator,
+            cst.WithItem: self._with_item,
+            cst.Import: self._import,
+            cst.ImportFrom: self._import_from,
+            cst.FunctionDef: self._function,
+            cst.ClassDef: self._class,
+            cst.Lambda: self._lambda,
+            cst.Assign: self._assign,
+            cst.AnnAssign: self._ann_assign,
+            cst.AugAssign: self._aug_assign,
+            cst.For: self._for,
+            cst.NamedExpr: self._named_expr,
+            cst.ExceptHandler: self._except_handler,
+            cst.Global: self._global,
+            cst.Nonlocal: self._skip,
+            cst.Del: self._del,
+            cst.ListComp: self._comprehension,
+            cst.SetComp: self._comprehension,
+            cst.GeneratorExp: self._comprehension,
+            cst.DictComp: self._comprehension,
+            cst.Annotation: self._annotation,
+            cst.IndentedBlock: self._suite,
+            cst.SimpleStatementSuite: self._suite,
+        }
+
+    def collect(self, module: cst.Module) -> Collected:
+        scope = Scope(ScopeKind.MODULE, None, module)
+        self._record_suite(module.body)
+        for statement in module.body:
+            self.walk(statement, scope)
+        return Collected(scope, self.references, self.calls, self.imports, self.suite_sizes)
+
+    # -- the walk ---------------------------------------------------------------------------------------
+
+    def walk(self, node: cst.CSTNode, scope: Scope) -> None:
+        handler = self._handlers.get(type(node))
+        if handler is not None:
+            handler(node, scope)
+        else:
+            self.descend(node, scope)
+
+    def descend(self, node: cst.CSTNode, scope: Scope) -> None:
+        walk = self.walk
+        for name in _fields_of(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                walk(value, scope)
+            elif isinstance(value, (tuple, list)):
+                for item in value:
+                    if isinstance(item, cst.CSTNode):
+                        walk(item, scope)
+
+    def _annotation(self, node: cst.CSTNode, scope: Scope) -> None:
+        outer, self._in_annotation = self._in_annotation, True
+        self.walk(node.annotation, scope)  # type: ignore[attr-defined]
+        self._in_annotation = outer
+
+    def _skip(self, node: cst.CSTNode, scope: Scope) -> None:
+        pass
+
+    def _record_suite(self, body: tuple[cst.CSTNode, ...] | list) -> None:
+        size = len(body)
+        for statement in body:
+            self.suite_sizes[id(statement)] = size
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self.suite_sizes[id(small)] = size * len(statement.body)
+
+    def _suite(self, node: cst.CSTNode, scope: Scope) -> None:
+        body = node.body  # type: ignore[attr-defined]
+        if isinstance(node, cst.SimpleStatementSuite):
+            for small in body:
+                self.suite_sizes[id(small)] = len(body)
+        else:
+            self._record_suite(body)
+        for statement in body:
+            self.walk(statement, scope)
+
+    # -- references -------------------------------------------------------------------------------------
+
+    def _reference(self, expr: cst.BaseExpression, scope: Scope, **role: object) -> Reference | None:
+        attrs: list[str] = []
+        node = expr
+        while isinstance(node, cst.Attribute):
+            attrs.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name):
+            self.walk(node, scope)
+            return None
+        ref = Reference(
+            expr, node, tuple(reversed(attrs)), scope, in_annotation=self._in_annotation, **role
+        )  # type: ignore[arg-type]
+        self.references.append(ref)
+        return ref
+
+    def _name(self, node: cst.CSTNode, scope: Scope) -> None:
+        self._reference(node, scope)  # type: ignore[arg-type]
+
+    def _attribute(self, node: cst.CSTNode, scope: Scope) -> None:
+        self._reference(node, scope)  # type: ignore[arg-type]
+
+    def _call(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Call)
+        self.calls.append((node, scope))
+        func = node.func
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            self._reference(func, scope, call=node)
+        else:
+            self.walk(func, scope)
+        for arg in node.args:
+            self.walk(arg.value, scope)
+
+    def _decorator(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Decorator)
+        if isinstance(node.decorator, (cst.Name, cst.Attribute)):
+            self._reference(node.decorator, scope, decorator=node)
+        else:
+            self.walk(node.decorator, scope)
+
+    def _with_item(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.WithItem)
+        item = node.item
+        if isinstance(item, (cst.Name, cst.Attribute)):
+            self._reference(item, scope, with_item=node)
+        else:
+            self.walk(item, scope)
+        if node.asname is not None:
+            self._bind_target(node.asname.name, scope, BindingKind.OTHER, node)
+
+    # -- bindings ---------------------------------------------------------------------------------------
+
+    def _bind_target(
+        self,
+        target: cst.BaseExpression,
+        scope: Scope,
+        kind: BindingKind,
+        node: cst.CSTNode,
+        value: cst.BaseExpression | None = None,
+    ) -> None:
+        if isinstance(target, cst.Name):
+            scope.bind(Binding(target.value, kind, scope, node, value=value))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(element.value, scope, kind, node)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, scope, kind, node)
+        else:  # attribute or subscript targets load their base
+            self.walk(target, scope)
+
+    def _import(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Import)
+        self.imports.append((node, scope))
+        for alias in node.names:
+            full = _dotted_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                name, qualname = alias.asname.name.value, full
+            else:  # `import torch.cuda.amp` binds `torch`
+                name = qualname = full.split(".", 1)[0]
+            scope.bind(Binding(name, BindingKind.IMPORT, scope, node, qualname=qualname, alias=alias))
+
+    def _import_from(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.ImportFrom)
+        self.imports.append((node, scope))
+        if isinstance(node.names, cst.ImportStar):
+            scope.has_star_import = True
+            return
+        base = "." * len(node.relative) + (_dotted_name(node.module) if node.module else "")
+        for alias in node.names:
+            imported = _dotted_name(alias.name)
+            qualname = f"{base}.{imported}" if not base.endswith(".") else base + imported
+            name = (
+                alias.asname.name.value
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                else imported
+            )
+            scope.bind(Binding(name, BindingKind.IMPORT, scope, node, qualname=qualname, alias=alias))
+
+    def _function(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.FunctionDef)
+        for decorator in node.decorators:
+            self.walk(decorator, scope)
+        inner = Scope(ScopeKind.FUNCTION, scope, node)
+        self._parameters(node.params, scope, inner)
+        if node.returns is not None:
+            self.walk(node.returns, scope)
+        scope.bind(Binding(node.name.value, BindingKind.DEF, scope, node))
+        self.walk(node.body, inner)
+
+    def _parameters(self, params: cst.Parameters, outer: Scope, inner: Scope) -> None:
+        everything = [*params.posonly_params, *params.params, *params.kwonly_params]
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                everything.append(star)
+        for param in everything:
+            if param.default is not None:
+                self.walk(param.default, outer)
+            if param.annotation is not None:
+                self.walk(param.annotation, outer)
+            inner.bind(Binding(param.name.value, BindingKind.PARAM, inner, param))
+
+    def _class(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.ClassDef)
+        for decorator in node.decorators:
+            self.walk(decorator, scope)
+        for arg in (*node.bases, *node.keywords):
+            self.walk(arg.value, scope)
+        inner = Scope(ScopeKind.CLASS, scope, node)
+        scope.bind(Binding(node.name.value, BindingKind.CLASS, scope, node))
+        self.walk(node.body, inner)
+
+    def _lambda(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Lambda)
+        inner = Scope(ScopeKind.FUNCTION, scope, node)
+        self._parameters(node.params, scope, inner)
+        self.walk(node.body, inner)
+
+    def _comprehension(self, node: cst.CSTNode, scope: Scope) -> None:
+        inner = Scope(ScopeKind.COMPREHENSION, scope, node)
+        clause: cst.CompFor | None = node.for_in  # type: ignore[attr-defined]
+        first = True
+        while clause is not None:
+            self.walk(clause.iter, scope if first else inner)
+            first = False
+            self._bind_target(clause.target, inner, BindingKind.OTHER, node)
+            for condition in clause.ifs:
+                self.walk(condition.test, inner)
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            self.walk(node.key, inner)
+            self.walk(node.value, inner)
+        else:
+            self.walk(node.elt, inner)  # type: ignore[attr-defined]
+
+    def _assign(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Assign)
+        self.walk(node.value, scope)
+        simple = len(node.targets) == 1
+        for target in node.targets:
+            self._bind_target(
+                target.target, scope, BindingKind.ASSIGN, node, node.value if simple else None
+            )
+
+    def _ann_assign(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.AnnAssign)
+        self.walk(node.annotation, scope)
+        if node.value is not None:
+            self.walk(node.value, scope)
+            self._bind_target(node.target, scope, BindingKind.ASSIGN, node, node.value)
+        elif not isinstance(node.target, cst.Name):
+            self.walk(node.target, scope)
+
+    def _aug_assign(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.AugAssign)
+        self.walk(node.value, scope)
+        self.walk(node.target, scope)  # `x += 1` reads x
+        self._bind_target(node.target, scope, BindingKind.OTHER, node)
+
+    def _for(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.For)
+        self.walk(node.iter, scope)
+        self._bind_target(node.target, scope, BindingKind.OTHER, node)
+        self.walk(node.body, scope)
+        if node.orelse is not None:
+            self.walk(node.orelse, scope)
+
+    def _named_expr(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.NamedExpr)
+        self.walk(node.value, scope)
+        target_scope = scope
+        while target_scope.kind is ScopeKind.COMPREHENSION and target_scope.parent is not None:
+            target_scope = target_scope.parent
+        self._bind_target(node.target, target_scope, BindingKind.ASSIGN, node, node.value)
+
+    def _except_handler(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.ExceptHandler)
+        if node.type is not None:
+            self.walk(node.type, scope)
+        if node.name is not None:
+            self._bind_target(node.name.name, scope, BindingKind.OTHER, node)
+        self.walk(node.body, scope)
+
+    def _global(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Global)
+        for item in node.names:
+            scope.globals.add(item.name.value)
+
+    def _del(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Del)
+        self._bind_target(node.target, scope, BindingKind.OTHER, node)
+
+
+def _dotted_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted_name(node.value)}.{node.attr.value}"
+    raise TypeError(f"not a dotted name: {node!r}")

@@ -1,0 +1,258 @@
+"""Which files a run checks, and which settings govern each.
+
+Like ruff: directories are walked recursively for `.py` files; `exclude` patterns and `.gitignore` files prune
+the walk; a file named explicitly is checked even if excluded, unless `--force-exclude` (what pre-commit
+needs, since it names files). Settings come from the nearest `pyproject.toml` with a `[tool.torchlint]`
+table above each file, or from `--config` for all of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from torchlint.config import ConfigError, Settings, has_tool_table, load_settings
+
+
+class SettingsResolver:
+    """Settings per directory, found once per directory and cached."""
+
+    def __init__(
+        self,
+        known_codes: list[str],
+        rule_options: dict[str, dict],
+        config_file: Path | None = None,
+        cli: dict | None = None,
+    ) -> None:
+        self.known_codes = known_codes
+        self.rule_options = rule_options
+        self.cli = cli or {}
+        self._by_dir: dict[Path, Settings] = {}
+        self._by_file: dict[Path, Settings] = {}
+        self._fixed: Settings | None = None
+        if config_file is not None:
+            if not config_file.is_file():
+                raise ConfigError(f"{config_file}: config file does not exist")
+            self._fixed = self._load(config_file)
+
+    def _load(self, path: Path) -> Settings:
+        cached = self._by_file.get(path)
+        if cached is None:
+            settings = load_settings(path, self.known_codes, self.rule_options)
+            cached = self._by_file[path] = settings.with_cli(**self.cli)
+        return cached
+
+    def for_directory(self, directory: Path) -> Settings:
+        if self._fixed is not None:
+            return self._fixed
+        directory = directory.resolve()
+        found = self._by_dir.get(directory)
+        if found is None:
+            candidate = directory / "pyproject.toml"
+            if candidate.is_file() and has_tool_table(candidate):
+                found = self._load(candidate)
+            elif directory.parent != directory:
+                found = self.for_directory(directory.parent)
+                if found.source is None:  # defaults, anchored at the nearest project root
+                    found = self._defaults(project_root(directory))
+            else:
+                found = self._defaults(project_root(directory))
+            self._by_dir[directory] = found
+        return found
+
+    def _defaults(self, root: Path) -> Settings:
+        key = root / "<defaults>"
+        if key not in self._by_file:
+            self._by_file[key] = Settings(root=root).with_cli(**self.cli)
+        return self._by_file[key]
+
+    def for_file(self, path: Path) -> Settings:
+        return self.for_directory(path.parent)
+
+
+def project_root(directory: Path) -> Path:
+    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory."""
+    for folder in (directory, *directory.parents):
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder
+    return Path.cwd().resolve()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file to check, as the user will see it named, with its settings."""
+
+    path: Path
+    display: str
+    settings: Settings
+
+
+def relative_to_root(path: Path, settings: Settings) -> str | None:
+    try:
+        return path.resolve().relative_to(settings.root).as_posix()
+    except ValueError:
+        return None
+
+
+def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+
+_spec_cache: dict[tuple[str, ...], pathspec.PathSpec] = {}
+
+
+def is_excluded(path: Path, settings: Settings, is_dir: bool = False) -> bool:
+    """Exclude patterns use .gitignore syntax, relative to the config's folder; names match at any depth."""
+    patterns = settings.excludes
+    spec = _spec_cache.get(patterns)
+    if spec is None:
+        spec = _spec_cache[patterns] = _spec(patterns)
+    relative = relative_to_root(path, settings)
+    candidate = relative if relative is not None else path.name
+    if is_dir:
+        candidate += "/"
+    return spec.match_file(candidate)
+
+
+def matches_any(path: Path, settings: Settings, pattern: str) -> bool:
+    relative = relative_to_root(path, settings) or path.name
+    return _spec((pattern,)).match_file(relative)
+
+
+class GitIgnore:
+    """The .gitignore files from the repository root down, each applying to its own folder."""
+
+    def __init__(self) -> None:
+        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+
+    def _spec_for(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
+        if directory not in self._specs:
+            spec = None
+            ignore_file = directory / ".gitignore"
+            if ignore_file.is_file():
+                try:
+                    lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                except OSError:
+                    spec = None
+            self._specs[directory] = spec
+        return self._specs[directory]
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        path = path.absolute()
+        root = _repository_root(path.parent)
+        if root is None:
+            return False
+        verdict = False
+        directories = [path.parent, *path.parent.parents]
+        for directory in reversed(directories):
+            if directory != root and root not in directory.parents:
+                continue
+            spec = self._spec_for(directory)
+            if spec is None:
+                continue
+            relative = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
+            result = spec.check_file(relative)
+            if result.include is not None:
+                verdict = result.include
+        return verdict
+
+
+_repo_roots: dict[Path, Path | None] = {}
+
+
+def _repository_root(directory: Path) -> Path | None:
+    if directory not in _repo_roots:
+        if (directory / ".git").exists():
+            _repo_roots[directory] = directory
+        elif directory.parent == directory:
+            _repo_roots[directory] = None
+        else:
+            _repo_roots[directory] = _repository_root(directory.parent)
+    return _repo_roots[directory]
+
+
+class MissingPath(Exception):
+    pass
+
+
+def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool) -> list[Target]:
+    """Every file to check, each once, sorted as the output will be."""
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            raise MissingPath(str(path))
+    gitignore = GitIgnore()
+    seen: set[Path] = set()
+    targets: list[Target] = []
+    for path in paths:
+        for file, display in _expand(path, resolver, gitignore, force_exclude):
+            real = file.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            targets.append(Target(file, display, resolver.for_file(file)))
+    targets.sort(key=lambda t: t.display)
+    return targets
+
+
+def _expand(
+    path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
+) -> Iterator[tuple[Path, str]]:
+    if not path.is_dir():
+        settings = resolver.for_file(path)
+        if force_exclude and (
+            is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
+        ):
+            return
+        yield path, _display(path)
+        return
+    visited: set[tuple[int, int]] = set()
+    yield from _walk(path, resolver, gitignore, visited, force_exclude)
+
+
+def _walk(
+    directory: Path,
+    resolver: SettingsResolver,
+    gitignore: GitIgnore,
+    visited: set[tuple[int, int]],
+    force_exclude: bool,
+) -> Iterator[tuple[Path, str]]:
+    try:
+        stat = directory.stat()
+    except OSError:
+        return
+    key = (stat.st_dev, stat.st_ino)
+    if key in visited:  # a symlink loop, or the same folder reached twice
+        return
+    visited.add(key)
+    settings = resolver.for_directory(directory)
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        child = Path(entry.path)
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            continue
+        if is_excluded(child, settings, is_dir) or (
+            settings.respect_gitignore and gitignore.ignored(child, is_dir)
+        ):
+            continue
+        if is_dir:
+            yield from _walk(child, resolver, gitignore, visited, force_exclude)
+        elif entry.name.endswith(".py"):
+            yield child, _display(child)
+
+
+def _display(path: Path) -> str:
+    """Paths relative to the working directory when below it, as the user typed them otherwise."""
+    try:
+        return path.absolute().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.as_posix()

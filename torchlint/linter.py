@@ -1,0 +1,143 @@
+"""One file through the pipeline: syntax check -> one LibCST parse -> facts -> rules -> suppressions.
+
+`check_text` is what the CLI, the LSP and the verifier call; `fix_text` repeats check + apply until nothing
+changes (bounded), and refuses a result that no longer compiles.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from pathlib import Path
+
+import libcst as cst
+
+from torchlint.config import Settings, enabled_codes
+from torchlint.diagnostics import Diagnostic, LineIndex, Severity
+from torchlint.facts import ModuleFacts
+from torchlint.files import matches_any
+from torchlint.fixer import apply
+from torchlint.noqa import read_suppressions
+from torchlint.rules.base import Rule, registered_rules
+
+MAX_FIX_PASSES = 10
+
+
+class InternalError(Exception):
+    """A bug in torchlint (a rule crashed, a fix broke the code): reported, exit 2, file left alone."""
+
+
+class UnsupportedSyntax(Exception):
+    """Valid Python that LibCST cannot parse: the file is skipped with a warning."""
+
+
+class Linter:
+    """Rules instantiated once per distinct settings, so per-rule options are read once."""
+
+    def __init__(self) -> None:
+        self.rule_classes = registered_rules()
+        self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
+
+    def rules_for(self, settings: Settings, path: str) -> list[Rule]:
+        key = id(settings)
+        if key not in self._instances:
+            self._instances[key] = (settings, [cls(settings) for cls in self.rule_classes.values()])
+        rules = self._instances[key][1]
+        ignored = tuple(
+            code
+            for pattern, codes in settings.per_file_ignores
+            if _pattern_matches(path, settings, pattern)
+            for code in codes
+        )
+        enabled = enabled_codes(settings, list(self.rule_classes), ignored)
+        return [rule for rule in rules if rule.code in enabled]
+
+    def check_text(self, path: str, text: str, settings: Settings) -> list[Diagnostic]:
+        rules = self.rules_for(settings, path)
+        enabled = {rule.code for rule in rules}
+        found: list[Diagnostic] = []
+        syntax_error = _syntax_error(path, text)
+        if syntax_error is not None:
+            found = [syntax_error] if "TL001" in enabled else []
+        else:
+            try:
+                module = cst.parse_module(text)
+            except (cst.ParserSyntaxError, RecursionError) as error:
+                raise UnsupportedSyntax(f"{path}: LibCST cannot parse this file ({error})") from None
+            facts = ModuleFacts(path, text, module)
+            for rule in rules:
+                try:
+                    found.extend(rule.check(facts))
+                except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
+                    raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
+        if not found:
+            return found
+        lines = LineIndex(text)
+        for diagnostic in found:
+            lines.locate(diagnostic)
+        suppressions = read_suppressions(text)
+        kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
+        kept.sort(key=Diagnostic.sort_key)
+        return kept
+
+    def fix_text(
+        self, path: str, text: str, settings: Settings, unsafe: bool
+    ) -> tuple[str, int, list[Diagnostic]]:
+        """(fixed text, number of fixes applied, diagnostics remaining in the fixed text)."""
+        compiled = _compiles(text, path)
+        fixed = 0
+        diagnostics = self.check_text(path, text, settings)
+        for _ in range(MAX_FIX_PASSES):
+            fixable = [d for d in diagnostics if d.fix and d.fix.applicability.allowed(unsafe)]
+            if not fixable:
+                break
+            result = apply(text, [d.fix for d in fixable])  # type: ignore[misc]
+            if result.text == text:
+                break
+            if compiled and not _compiles(result.text, path):
+                codes = sorted({fixable[i].code for i in result.applied})
+                raise InternalError(
+                    f"a fix by {', '.join(codes)} would break {path} (the result does not compile); "
+                    "the file was left as it was"
+                )
+            fixed += len(result.applied)
+            text = result.text
+            diagnostics = self.check_text(path, text, settings)
+        return text, fixed, diagnostics
+
+
+def _pattern_matches(path: str, settings: Settings, pattern: str) -> bool:
+    return matches_any(Path(path), settings, pattern)
+
+
+def _syntax_error(path: str, text: str) -> Diagnostic | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to report
+            ast.parse(text, filename=path)
+    except SyntaxError as error:
+        lines = LineIndex(text)
+        line = max(error.lineno or 1, 1)
+        column = max((error.offset or 1) - 1, 0)
+        start = lines.offset(line, column)
+        return Diagnostic(
+            "TL001", "syntax-error", f"SyntaxError: {error.msg}", Severity.ERROR, path, start, start
+        )
+    except (ValueError, RecursionError, MemoryError) as error:
+        return Diagnostic("TL001", "syntax-error", f"SyntaxError: {error}", Severity.ERROR, path, 0, 0)
+    return None
+
+
+def _compiles(text: str, path: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", dont_inherit=True)
+        cst.parse_module(text)
+    except (SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
+        return False
+    return True
+
+
+def io_error(path: str, message: str) -> Diagnostic:
+    return Diagnostic("TL002", "io-error", message, Severity.ERROR, path, 0, 0)

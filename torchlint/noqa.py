@@ -1,0 +1,81 @@
+"""Suppression comments, as ruff reads them.
+
+- `# noqa` on the first line of a finding suppresses every finding there; `# noqa: TL303, TL304` only those.
+- `# torchlint: noqa` on a line of its own suppresses the whole file; `# torchlint: noqa: TL3` only the codes
+  or prefixes listed.
+
+Only real comments count (a `# noqa` inside a string does not); the tokenizer decides, and it only runs for
+files that have findings and mention noqa at all.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+_CODES = r"[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*"
+_LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
+_FILE = re.compile(rf"^#\s*torchlint:\s*noqa(?::\s*(?P<codes>{_CODES}))?\s*$", re.IGNORECASE)
+ALL = None  # a suppression without codes
+
+
+def _codes(match: re.Match[str]) -> frozenset[str] | None:
+    codes = match.group("codes")
+    return frozenset(re.split(r"[\s,]+", codes.strip().upper())) if codes else ALL
+
+
+@dataclass
+class Suppressions:
+    file_codes: frozenset[str] | None | bool  # False: none; None: everything; a set: these codes/prefixes
+    line_codes: dict[int, frozenset[str] | None]
+
+    def suppresses(self, code: str, line: int) -> bool:
+        if self.file_codes is None or (
+            self.file_codes and any(code.startswith(c) for c in self.file_codes)  # type: ignore[union-attr]
+        ):
+            return True
+        if line not in self.line_codes:
+            return False
+        codes = self.line_codes[line]
+        return codes is ALL or any(code.startswith(c) for c in codes)
+
+
+NONE = Suppressions(False, {})
+
+
+def read_suppressions(text: str) -> Suppressions:
+    if "noqa" not in text and "NOQA" not in text.upper():
+        return NONE
+    file_codes: frozenset[str] | None | bool = False
+    line_codes: dict[int, frozenset[str] | None] = {}
+    for line, comment in _comments(text):
+        whole_file = _FILE.match(comment)
+        if whole_file:
+            codes = _codes(whole_file)
+            if codes is ALL or file_codes is None:
+                file_codes = None
+            else:
+                file_codes = (file_codes or frozenset()) | codes  # type: ignore[operator]
+            continue
+        match = _LINE.search(comment)
+        if match:
+            codes = _codes(match)
+            previous = line_codes.get(line, frozenset())
+            line_codes[line] = ALL if codes is ALL or previous is ALL else previous | codes
+    return Suppressions(file_codes, line_codes)
+
+
+def _comments(text: str) -> list[tuple[int, str]]:
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        return [(tok.start[0], tok.string) for tok in tokens if tok.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        # An unfinished file: fall back to comment-looking text, line by line.
+        found = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            index = line.find("#")
+            if index != -1:
+                found.append((number, line[index:]))
+        return found

@@ -1,0 +1,38 @@
+"""The default format: the finding, its source line with a caret under the span, and the fix's title.
+
+`[*]` after the code marks a finding that `--fix` would fix (a safe fix), as ruff does.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
+
+
+def write_full(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+    for d in diagnostics:
+        marker = " [*]" if d.fix and d.fix.applicability is Applicability.SAFE else ""
+        out.write(f"{d.path}:{d.location.line}:{d.location.column}: {d.code}{marker} {d.message}\n")
+        lines = sources.get(d.path)
+        if lines is not None and d.location.line <= len(lines.line_starts):
+            text = lines.line_text(d.location.line)
+            number = str(d.location.line)
+            gutter = " " * len(number)
+            start = d.location.column - 1
+            if d.end_location.line == d.location.line:
+                width = max(d.end_location.column - d.location.column, 1)
+            else:
+                width = max(len(text) - start, 1)
+            # Keep tabs in the padding so the caret lines up under tab-indented code.
+            padding = "".join(ch if ch == "\t" else " " for ch in text[:start])
+            out.write(f"{gutter} |\n{number} | {text}\n{gutter} | {padding}{'^' * width} {d.code}\n")
+            out.write(f"{gutter} |\n")
+            if d.fix is not None:
+                kind = {
+                    Applicability.SAFE: "help",
+                    Applicability.UNSAFE: "help (unsafe fix)",
+                    Applicability.DISPLAY_ONLY: "help (suggestion)",
+                }[d.fix.applicability]
+                out.write(f"{gutter} = {kind}: {d.fix.title}\n")
+        out.write("\n")

@@ -1,0 +1,63 @@
+"""A JSON array with ruff's field names, so tools that read ruff's JSON read ours."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from torchlint.diagnostics import Diagnostic, Edit, LineIndex
+from torchlint.imports import remove_bound_names
+
+
+def _location(lines: LineIndex | None, offset: int) -> dict[str, int]:
+    if lines is None:
+        return {"row": 1, "column": 1}
+    position = lines.position(offset)
+    return {"row": position.line, "column": position.column}
+
+
+def standalone_edits(d: Diagnostic, text: str) -> list[Edit]:
+    """The edits of this one fix applied alone: a shared import removal only if this is its last use."""
+    edits = []
+    for edit in sorted(d.fix.edits if d.fix else (), key=lambda e: (e.start, e.end)):
+        if edit.key is not None and edit.key.startswith("drop:"):
+            if edit.quorum > 1:
+                continue
+            name = edit.key.split(":", 2)[2]
+            edit = Edit(edit.start, edit.end, remove_bound_names(text[edit.start : edit.end], {name}))
+        edits.append(edit)
+    return edits
+
+
+def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
+    fix = None
+    if d.fix is not None:
+        fix = {
+            "applicability": d.fix.applicability.value,
+            "message": d.fix.title,
+            "edits": [
+                {
+                    "content": e.content,
+                    "location": _location(lines, e.start),
+                    "end_location": _location(lines, e.end),
+                }
+                for e in standalone_edits(d, lines.text if lines else "")
+            ],
+        }
+    return {
+        "code": d.code,
+        "name": d.name,
+        "message": d.message,
+        "severity": d.severity.value,
+        "filename": d.path,
+        "location": {"row": d.location.line, "column": d.location.column},
+        "end_location": {"row": d.end_location.line, "column": d.end_location.column},
+        "noqa_row": d.location.line,
+        "fix": fix,
+        "url": d.url,
+    }
+
+
+def write_json(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+    json.dump([to_json(d, sources.get(d.path)) for d in diagnostics], out, indent=2)
+    out.write("\n")

@@ -1,0 +1,73 @@
+"""Reading a Python file the way Python does (PEP 263) and writing it back the way it was.
+
+The decoded text keeps its line endings (CRLF stays CRLF); the BOM and the encoding are remembered so that a
+fixed file is re-encoded exactly as it came.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class SourceError(Exception):
+    """The file cannot be read or decoded: becomes a TL002 finding."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    text: str
+    encoding: str
+    bom: bool
+    raw: bytes
+
+    @classmethod
+    def read(cls, path: Path) -> SourceFile:
+        if path.is_dir():
+            raise SourceError("is a directory, not a file")
+        try:
+            raw = path.read_bytes()
+        except OSError as error:
+            raise SourceError(f"cannot read: {error.strerror or error}") from None
+        return cls.decode(path, raw)
+
+    @classmethod
+    def decode(cls, path: Path, raw: bytes) -> SourceFile:
+        if b"\0" in raw:
+            raise SourceError("contains NUL bytes: not a Python source file")
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        except SyntaxError as error:
+            raise SourceError(f"cannot decode: {error}") from None
+        bom = raw.startswith(b"\xef\xbb\xbf")
+        body = raw[3:] if bom else raw
+        codec = "utf-8" if encoding == "utf-8-sig" else encoding
+        try:
+            text = body.decode(codec)
+        except (UnicodeDecodeError, LookupError) as error:
+            raise SourceError(f"cannot decode as {encoding}: {error}") from None
+        return cls(path, text, codec, bom, raw)
+
+    def encode(self, text: str) -> bytes:
+        return (b"\xef\xbb\xbf" if self.bom else b"") + text.encode(self.encoding)
+
+    def write(self, text: str) -> None:
+        """Write atomically (a temp file in the same folder, then rename), keeping the mode."""
+        data = self.encode(text)
+        target = self.path.resolve()  # through a symlink, the file it points at
+        mode = target.stat().st_mode & 0o7777
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".torchlint", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(temp, mode)
+            os.replace(temp, target)
+        except BaseException:
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise
