@@ -1,4 +1,4 @@
-"""The command line, shaped like ruff's: `torchlint [check] [PATHS]`, `torchlint rules`, `torchlint rule CODE`.
+"""The command line, shaped like ruff's: `torchlint [check] [PATHS]`, `torchlint rules`, `torchlint rule`.
 
 Only argument parsing and orchestration live here; everything else is a library call. Exit codes: 0 no
 findings, 1 findings (or, with --diff, changes), 2 usage, configuration or internal errors, which --exit-zero
@@ -19,7 +19,7 @@ OUTPUT_FORMATS = ("full", "concise", "json")
 
 
 class DefaultToCheck(click.Group):
-    """`torchlint --fix .` means `torchlint check --fix .`: anything that is not a subcommand goes to check."""
+    """`torchlint --fix .` means `torchlint check --fix .`: what is not a subcommand goes to check."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
@@ -42,12 +42,27 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 @click.option("--fix/--no-fix", default=False, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour or numerics.")
 @click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing (exit 1 if any).")
-@click.option("--select", multiple=True, callback=_split_codes, help="Rule codes or prefixes to enable (replaces the config's).")
-@click.option("--extend-select", multiple=True, callback=_split_codes, help="Rule codes or prefixes to enable in addition.")
+@click.option(
+    "--select",
+    multiple=True,
+    callback=_split_codes,
+    help="Rule codes or prefixes to enable (replaces the config's).",
+)
+@click.option(
+    "--extend-select",
+    multiple=True,
+    callback=_split_codes,
+    help="Rule codes or prefixes to enable in addition.",
+)
 @click.option("--ignore", multiple=True, callback=_split_codes, help="Rule codes or prefixes to disable.")
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="Use this file's settings for every file.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="Use this file's settings for every file.",
+)
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 def check(
@@ -149,7 +164,7 @@ def list_rules() -> None:
     rows = [(c, r.name, r.family(), r.fix_availability.value) for c, r in registered_rules().items()]
     widths = [max(len(row[i]) for row in [("code", "name", "family", "fix"), *rows]) for i in range(4)]
     for row in [("code", "name", "family", "fix"), *rows]:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
 @main.command("rule")

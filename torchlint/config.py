@@ -94,7 +94,9 @@ def _specificity(selector: str) -> int:
 def validate_selectors(selectors: tuple[str, ...] | list[str], known: list[str], where: str) -> None:
     for selector in selectors:
         if not isinstance(selector, str) or not _CODE.match(selector):
-            raise ConfigError(f"{where}: {selector!r} is not a rule code or prefix (expected e.g. TL303, TL3, ALL)")
+            raise ConfigError(
+                f"{where}: {selector!r} is not a rule code or prefix (expected e.g. TL303, TL3, ALL)"
+            )
         if selector == "ALL" or len(selector) < 5 and selector[2:3] in "123456":
             continue  # families exist even before all their rules do
         if not any(code.startswith(selector) for code in known):

@@ -36,8 +36,8 @@ class Edit:
     """Replace `text[start:end]` with `content`.
 
     `key` marks an edit that several fixes may share (adding `import torch`): among the fixes applied together
-    it is applied once. `quorum` > 1 marks an edit that only makes sense when that many fixes carrying the same
-    key are applied together, e.g. removing an import only once every use of it was rewritten.
+    it is applied once. `quorum` > 1 marks an edit that only makes sense when that many fixes carrying
+    the same key are applied together, e.g. removing an import only once every use of it was rewritten.
     """
 
     start: int

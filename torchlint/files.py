@@ -99,7 +99,7 @@ def relative_to_root(path: Path, settings: Settings) -> str | None:
 
 
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.PathSpec.from_lines("gitignore", patterns)
 
 
 _spec_cache: dict[tuple[str, ...], pathspec.PathSpec] = {}
@@ -202,7 +202,7 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
 def _expand(
     path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
 ) -> Iterator[tuple[Path, str]]:
-    if not path.is_dir():
+    if not path.is_dir() or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
         settings = resolver.for_file(path)
         if force_exclude and (
             is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
@@ -244,10 +244,10 @@ def _walk(
             settings.respect_gitignore and gitignore.ignored(child, is_dir)
         ):
             continue
-        if is_dir:
-            yield from _walk(child, resolver, gitignore, visited, force_exclude)
-        elif entry.name.endswith(".py"):
+        if entry.name.endswith(".py"):
             yield child, _display(child)
+        elif is_dir:
+            yield from _walk(child, resolver, gitignore, visited, force_exclude)
 
 
 def _display(path: Path) -> str:

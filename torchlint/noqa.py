@@ -50,8 +50,8 @@ def read_suppressions(text: str) -> Suppressions:
         return NONE
     file_codes: frozenset[str] | None | bool = False
     line_codes: dict[int, frozenset[str] | None] = {}
-    for line, comment in _comments(text):
-        whole_file = _FILE.match(comment)
+    for line, comment, own_line in _comments(text):
+        whole_file = _FILE.match(comment) if own_line else None
         if whole_file:
             codes = _codes(whole_file)
             if codes is ALL or file_codes is None:
@@ -67,15 +67,20 @@ def read_suppressions(text: str) -> Suppressions:
     return Suppressions(file_codes, line_codes)
 
 
-def _comments(text: str) -> list[tuple[int, str]]:
+def _comments(text: str) -> list[tuple[int, str, bool]]:
+    """(line, comment, whether the comment is alone on its line)."""
     try:
         tokens = tokenize.generate_tokens(io.StringIO(text).readline)
-        return [(tok.start[0], tok.string) for tok in tokens if tok.type == tokenize.COMMENT]
+        return [
+            (tok.start[0], tok.string, not tok.line[: tok.start[1]].strip())
+            for tok in tokens
+            if tok.type == tokenize.COMMENT
+        ]
     except (tokenize.TokenError, SyntaxError, IndentationError):
         # An unfinished file: fall back to comment-looking text, line by line.
         found = []
         for number, line in enumerate(text.splitlines(), start=1):
             index = line.find("#")
             if index != -1:
-                found.append((number, line[index:]))
+                found.append((number, line[index:], not line[:index].strip()))
         return found

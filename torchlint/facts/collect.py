@@ -160,9 +160,7 @@ class Collector:
         if not isinstance(node, cst.Name):
             self.walk(node, scope)
             return None
-        ref = Reference(
-            expr, node, tuple(reversed(attrs)), scope, in_annotation=self._in_annotation, **role
-        )  # type: ignore[arg-type]
+        ref = Reference(expr, node, tuple(reversed(attrs)), scope, in_annotation=self._in_annotation, **role)  # type: ignore[arg-type]
         self.references.append(ref)
         return ref
 
@@ -309,9 +307,7 @@ class Collector:
         self.walk(node.value, scope)
         simple = len(node.targets) == 1
         for target in node.targets:
-            self._bind_target(
-                target.target, scope, BindingKind.ASSIGN, node, node.value if simple else None
-            )
+            self._bind_target(target.target, scope, BindingKind.ASSIGN, node, node.value if simple else None)
 
     def _ann_assign(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.AnnAssign)

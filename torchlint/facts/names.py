@@ -47,7 +47,11 @@ class Binding:
 
     @property
     def is_none_fallback(self) -> bool:
-        return self.kind is BindingKind.ASSIGN and isinstance(self.value, cst.Name) and self.value.value == "None"
+        return (
+            self.kind is BindingKind.ASSIGN
+            and isinstance(self.value, cst.Name)
+            and self.value.value == "None"
+        )
 
 
 @dataclass(eq=False)

@@ -145,13 +145,13 @@ class _DeprecatedAmpRule(Rule):
 def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
     no_space = cst.SimpleWhitespace("")
     return cst.Arg(
-        value, keyword=cst.Name(name), equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space)
+        value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space),
     )
 
 
-def _rewrite_arguments(
-    call: cst.Call, device: cst.SimpleString, new: Deprecated
-) -> Sequence[cst.Arg] | None:
+def _rewrite_arguments(call: cst.Call, device: cst.SimpleString, new: Deprecated) -> Sequence[cst.Arg] | None:
     """The new argument list, with each argument keeping its meaning; None when that cannot be known."""
     args = list(call.args)
     if new.device_keyword:
@@ -191,7 +191,11 @@ def _insert(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.Arg) -> l
     last = args[-1]
     if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument goes after it, the same way
         return [*args, new_arg.with_changes(comma=last.comma)]
-    return [*args[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), new_arg]
+    return [
+        *args[:-1],
+        last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        new_arg,
+    ]
 
 
 class DeprecatedAmpAutocast(_DeprecatedAmpRule):

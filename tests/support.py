@@ -1,0 +1,63 @@
+"""Small helpers the tests share: lint or fix an inline source, read the rule docs' examples."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from torchlint.config import Settings
+from torchlint.diagnostics import Diagnostic
+from torchlint.linter import Linter
+
+REPO = Path(__file__).resolve().parent.parent
+RULE_DOCS = REPO / "rules"
+FIXTURES = REPO / "fixtures"
+_linter = Linter()
+
+
+def settings(**changes) -> Settings:
+    return Settings(root=REPO, **changes)
+
+
+def lint(
+    source: str, select: tuple[str, ...] = ("ALL",), path: str = "example.py", **changes
+) -> list[Diagnostic]:
+    return _linter.check_text(path, textwrap.dedent(source), settings(select=select, **changes))
+
+
+def codes_and_lines(source: str, **kwargs) -> list[tuple[str, int]]:
+    return [(d.code, d.location.line) for d in lint(source, **kwargs)]
+
+
+def fix(source: str, select: tuple[str, ...] = ("ALL",), unsafe: bool = True, **changes) -> str:
+    text, _, _ = _linter.fix_text(
+        "example.py", textwrap.dedent(source), settings(select=select, **changes), unsafe
+    )
+    return text
+
+
+_SECTION = re.compile(r"^## (.+)$", re.MULTILINE)
+_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def doc_sections(code: str) -> dict[str, str]:
+    text = (RULE_DOCS / f"{code}.md").read_text(encoding="utf-8")
+    parts = _SECTION.split(text)
+    sections = {"title": parts[0].strip()}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sections[name.strip()] = body
+    return sections
+
+
+def python_block(section: str) -> str | None:
+    match = _BLOCK.search(section)
+    return match.group(1) if match else None
+
+
+def strip_error_markers(source: str) -> str:
+    return re.sub(r"  # error$", "", source, flags=re.MULTILINE)
+
+
+def error_lines(source: str) -> set[int]:
+    return {n for n, line in enumerate(source.splitlines(), 1) if line.endswith("# error")}

@@ -1,0 +1,194 @@
+"""The command line behaves like ruff's: subcommand-less invocation, selection, formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint import __version__
+from torchlint.cli import main
+
+DEPRECATED = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    return tmp_path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_check_is_the_default_command_and_defaults_to_the_current_folder(project):
+    (project / "train.py").write_text(DEPRECATED)
+    for args in ([], ["."], ["check"], ["check", "."]):
+        result = invoke(*args, "--output-format", "concise")
+        assert result.exit_code == 1
+        assert result.output.splitlines()[0] == (
+            "train.py:3:6: TL303 `torch.cuda.amp.autocast` is deprecated since torch 2.4: "
+            'use `torch.amp.autocast("cuda", ...)`'
+        )
+
+
+def test_full_format_shows_the_line_a_caret_and_the_fix(project):
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("train.py")
+    assert result.exit_code == 1
+    assert result.output == textwrap.dedent(
+        """\
+        train.py:3:6: TL303 [*] `torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`
+          |
+        3 | with torch.cuda.amp.autocast():
+          |      ^^^^^^^^^^^^^^^^^^^^^^^ TL303
+          |
+          = help: Replace with `torch.amp.autocast`
+
+        Found 1 finding.
+        [*] 1 fixable with the `--fix` option.
+        """
+    )
+
+
+def test_clean_code_exits_zero(project):
+    (project / "train.py").write_text("import torch\nwith torch.amp.autocast('cuda'):\n    pass\n")
+    result = invoke()
+    assert (result.exit_code, result.output) == (0, "All checks passed!\n")
+
+
+def test_fix_works_without_the_check_subcommand(project):
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("--fix", ".")
+    assert result.exit_code == 0
+    assert (
+        project / "train.py"
+    ).read_text() == 'import torch\n\nwith torch.amp.autocast("cuda"):\n    pass\n'
+    assert invoke("check", "--fix", ".").exit_code == 0
+
+
+def test_diff_writes_nothing_and_exits_one(project):
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("--diff", "train.py")
+    assert result.exit_code == 1
+    assert '+with torch.amp.autocast("cuda"):' in result.output
+    assert (project / "train.py").read_text() == DEPRECATED
+
+
+def test_a_folder_named_like_a_subcommand_is_checked(project):
+    (project / "rules").mkdir()
+    (project / "rules" / "train.py").write_text(DEPRECATED)
+    result = invoke("check", "rules/", "--output-format", "concise", "-q")
+    assert result.exit_code == 1
+    assert result.output.startswith("rules/train.py:3:6: TL303")
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--select", "TL304"], ["TL304"]),
+        (["--select", "TL3"], ["TL303", "TL304"]),
+        (["--select", "TL30"], ["TL303", "TL304"]),
+        (["--select", "ALL", "--ignore", "TL303"], ["TL304"]),
+        (["--select", "TL303,TL304"], ["TL303", "TL304"]),
+        (["--ignore", "TL3", "--extend-select", "TL304"], ["TL304"]),
+        (["--ignore", "TL3"], []),
+    ],
+)
+def test_selection_by_code_or_prefix(project, args, expected):
+    (project / "train.py").write_text("import torch\ns = torch.cuda.amp.GradScaler()\n" + DEPRECATED[13:])
+    result = invoke("--output-format", "json", *args)
+    assert sorted({d["code"] for d in json.loads(result.output)}) == expected
+
+
+def test_unknown_rule_code_on_the_command_line_exits_two(project):
+    result = invoke("--select", "TL999")
+    assert result.exit_code == 2
+    assert "unknown rule code 'TL999'" in result.output
+
+
+def test_exit_zero_keeps_findings_but_not_errors(project):
+    (project / "train.py").write_text(DEPRECATED)
+    assert invoke("--exit-zero").exit_code == 0
+    assert invoke("--exit-zero", "missing.py").exit_code == 2
+
+
+def test_missing_path_exits_two_naming_it(project):
+    result = invoke("nowhere/train.py")
+    assert result.exit_code == 2
+    assert "nowhere/train.py: no such file or directory" in result.output
+
+
+def test_json_uses_ruffs_field_names(project):
+    (project / "train.py").write_text(DEPRECATED)
+    [finding] = json.loads(invoke("--output-format", "json").output)
+    assert finding == {
+        "code": "TL303",
+        "name": "deprecated-amp-autocast",
+        "message": '`torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`',
+        "severity": "warning",
+        "filename": "train.py",
+        "location": {"row": 3, "column": 6},
+        "end_location": {"row": 3, "column": 29},
+        "noqa_row": 3,
+        "fix": {
+            "applicability": "safe",
+            "message": "Replace with `torch.amp.autocast`",
+            "edits": [
+                {
+                    "content": 'amp.autocast("cuda"',
+                    "location": {"row": 3, "column": 12},
+                    "end_location": {"row": 3, "column": 30},
+                },
+            ],
+        },
+        "url": "https://github.com/torchlint/torchlint/blob/main/rules/TL303.md",
+    }
+
+
+def test_syntax_errors_and_unreadable_files_are_findings_and_others_are_still_checked(project):
+    (project / "a.py").write_text("def f(:\n    pass\n")
+    (project / "b.py").write_bytes(b"x = '\xe9'\n")
+    (project / "c.py").write_text(DEPRECATED)
+    (project / "d.py").mkdir()
+    result = invoke("--output-format", "concise", "-q", "a.py", "b.py", "c.py", "d.py")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == "a.py:1:7: TL001 SyntaxError: invalid syntax"
+    assert lines[1] == "b.py:1:1: TL002 b.py: cannot decode as utf-8 (line 1): invalid continuation byte"
+    assert lines[2].startswith("c.py:3:6: TL303")
+    assert lines[3] == "d.py:1:1: TL002 d.py: is a directory, not a file"
+
+
+def test_binary_file_is_an_io_error(project):
+    (project / "blob.py").write_bytes(b"\x00\x01\x02")
+    result = invoke("--output-format", "concise", "-q", "blob.py")
+    assert result.output == "blob.py:1:1: TL002 blob.py: contains NUL bytes: not a Python source file\n"
+
+
+def test_version():
+    result = invoke("--version")
+    assert (result.exit_code, result.output) == (0, f"torchlint {__version__}\n")
+
+
+def test_rules_table_lists_every_rule():
+    lines = invoke("rules").output.splitlines()
+    assert lines[0].split() == ["code", "name", "family", "fix"]
+    assert "TL303  deprecated-amp-autocast  mixed precision  sometimes" in lines
+
+
+def test_rule_prints_its_doc_and_unknown_rule_exits_two():
+    result = invoke("rule", "TL304")
+    assert result.exit_code == 0 and result.output.startswith("# TL304 deprecated-grad-scaler\n")
+    assert invoke("rule", "deprecated-grad-scaler").output == result.output
+    assert invoke("rule", "TL999").exit_code == 2
+
+
+def test_quiet_prints_findings_only(project):
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("-q", "--output-format", "concise")
+    assert result.output.count("\n") == 1

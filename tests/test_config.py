@@ -1,0 +1,129 @@
+"""[tool.torchlint] is read from the nearest pyproject.toml that has it, and validated strictly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint.cli import main
+
+DEPRECATED = "import torch\ns = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    pass\n"
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(DEPRECATED)
+    return tmp_path
+
+
+def write_config(folder, body: str) -> None:
+    (folder / "pyproject.toml").write_text("[project]\nname = 'demo'\n\n[tool.torchlint]\n" + body)
+
+
+def findings(*args: str) -> list[tuple[str, str]]:
+    result = CliRunner().invoke(main, ["--output-format", "json", *args], catch_exceptions=False)
+    return [(d["filename"], d["code"]) for d in json.loads(result.output)]
+
+
+def error_of(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 2
+    return result.output.strip()
+
+
+def test_select_and_ignore_from_pyproject(project):
+    write_config(project, 'select = ["TL3"]\nignore = ["TL304"]\n')
+    assert findings() == [("train.py", "TL303")]
+
+
+def test_cli_select_replaces_config_select_and_ignore_adds(project):
+    write_config(project, 'select = ["TL304"]\n')
+    assert findings("--select", "TL303") == [("train.py", "TL303")]
+    assert findings("--ignore", "TL304") == []
+
+
+def test_more_specific_selector_wins(project):
+    write_config(project, 'select = ["TL303"]\nignore = ["TL3"]\n')
+    assert findings() == [("train.py", "TL303")]
+
+
+def test_per_file_ignores_with_globs(project):
+    write_config(project, '[tool.torchlint.per-file-ignores]\n"legacy/*.py" = ["TL3"]\n')
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old.py").write_text(DEPRECATED)
+    assert findings() == [("train.py", "TL304"), ("train.py", "TL303")]
+
+
+def test_nearest_pyproject_with_the_table_governs_each_file(project):
+    write_config(project, 'ignore = ["TL304"]\n')
+    sub = project / "sub"
+    sub.mkdir()
+    write_config(sub, 'ignore = ["TL303"]\n')
+    (sub / "train.py").write_text(DEPRECATED)
+    other = project / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text("[project]\nname = 'other'\n")  # no table: the parent's applies
+    (other / "train.py").write_text(DEPRECATED)
+    assert findings() == [("other/train.py", "TL303"), ("sub/train.py", "TL304"), ("train.py", "TL303")]
+
+
+def test_config_option_overrides_for_every_file(project):
+    write_config(project, 'ignore = ["TL304"]\n')
+    (project / "strict.toml").write_text('select = ["TL304"]\n')
+    assert findings("--config", "strict.toml") == [("train.py", "TL304")]
+
+
+def test_torch_version_silences_rules_whose_replacement_is_newer(project):
+    write_config(project, 'torch-version = "2.2"\n')
+    assert findings() == [("train.py", "TL303")]
+
+
+def test_exclude_and_extend_exclude(project):
+    (project / "generated").mkdir()
+    (project / "generated" / "a.py").write_text(DEPRECATED)
+    (project / "build").mkdir()
+    (project / "build" / "b.py").write_text(DEPRECATED)
+    assert {f for f, _ in findings()} == {"train.py", "generated/a.py"}
+    write_config(project, 'extend-exclude = ["generated"]\n')
+    assert {f for f, _ in findings()} == {"train.py"}
+    write_config(project, 'exclude = ["train.py"]\n')
+    assert {f for f, _ in findings()} == {"generated/a.py", "build/b.py"}
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("select = [", "invalid TOML"),
+        ('selct = ["TL3"]\n', "tool.torchlint.selct: unknown key"),
+        ('select = "TL3"\n', "tool.torchlint.select: expected list of rule codes, got 'TL3'"),
+        ('select = ["TL999"]\n', "tool.torchlint.select: unknown rule code 'TL999'"),
+        ('ignore = ["XX1"]\n', "tool.torchlint.ignore: 'XX1' is not a rule code or prefix"),
+        ('device = "tpu"\n', "tool.torchlint.device: expected one of 'auto', 'cuda', 'cpu', got 'tpu'"),
+        (
+            "torch-version = 2.1\n",
+            'tool.torchlint.torch-version: expected a version string like "2.1", got 2.1',
+        ),
+        ("respect-gitignore = 1\n", "tool.torchlint.respect-gitignore: expected true or false, got 1"),
+        (
+            "[tool.torchlint.rule-options.TL999]\nx = 1\n",
+            "tool.torchlint.rule-options.TL999: unknown rule code",
+        ),
+        (
+            "[tool.torchlint.rule-options.TL303]\nx = 1\n",
+            "tool.torchlint.rule-options.TL303.x: unknown option (options of TL303: none)",
+        ),
+        ('[tool.torchlint.per-file-ignores]\n"a.py" = "TL3"\n', "per-file-ignores.'a.py': expected a list"),
+    ],
+)
+def test_config_errors_exit_two_naming_file_key_and_expectation(project, body, message):
+    write_config(project, body)
+    output = error_of()
+    assert output.startswith(f"error: {project / 'pyproject.toml'}: ")
+    assert message in output
+
+
+def test_missing_config_file_exits_two(project):
+    assert "nope.toml: config file does not exist" in error_of("--config", "nope.toml")

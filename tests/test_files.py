@@ -1,0 +1,88 @@
+"""Discovery: recursive, excludes and .gitignore prune the walk, explicit files win unless forced."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from torchlint.cli import main
+
+DEPRECATED = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+def files_reported(*args: str) -> list[str]:
+    result = CliRunner().invoke(main, ["--output-format", "json", *args], catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    return sorted({d["filename"] for d in json.loads(result.output)})
+
+
+def put(root, relative: str, text: str = DEPRECATED) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_walks_recursively_and_only_python_files(repo):
+    put(repo, "a.py")
+    put(repo, "pkg/deep/b.py")
+    put(repo, "notes.txt")
+    put(repo, "script.pyw")
+    assert files_reported() == ["a.py", "pkg/deep/b.py"]
+
+
+@pytest.mark.parametrize(
+    "folder", [".venv", "venv", "build", "dist", "node_modules", "__pycache__", ".torchlint_cache", ".git"]
+)
+def test_default_excludes(repo, folder):
+    put(repo, f"{folder}/x.py")
+    put(repo, "a.py")
+    assert files_reported() == ["a.py"]
+
+
+def test_gitignore_is_respected_including_nested_and_negations(repo):
+    (repo / ".gitignore").write_text("generated/\n*_pb2.py\n")
+    put(repo, "generated/a.py")
+    put(repo, "model_pb2.py")
+    put(repo, "sub/.gitignore", "*.py\n!keep.py\n")
+    put(repo, "sub/drop.py")
+    put(repo, "sub/keep.py")
+    put(repo, "train.py")
+    assert files_reported() == ["sub/keep.py", "train.py"]
+
+
+def test_respect_gitignore_false(repo):
+    (repo / ".gitignore").write_text("ignored.py\n")
+    put(repo, "ignored.py")
+    (repo / "pyproject.toml").write_text("[tool.torchlint]\nrespect-gitignore = false\n")
+    assert files_reported() == ["ignored.py"]
+
+
+def test_explicit_files_are_checked_even_if_excluded_unless_force_exclude(repo):
+    (repo / ".gitignore").write_text("ignored.py\n")
+    put(repo, "ignored.py")
+    put(repo, "build/gen.py")
+    assert files_reported("ignored.py", "build/gen.py") == ["build/gen.py", "ignored.py"]
+    assert files_reported("--force-exclude", "ignored.py", "build/gen.py") == []
+
+
+def test_symlink_loop_does_not_hang_and_files_are_reported_once(repo):
+    put(repo, "pkg/a.py")
+    os.symlink(repo / "pkg", repo / "pkg" / "loop")
+    os.symlink(repo / "pkg" / "a.py", repo / "alias.py")
+    assert files_reported() == ["alias.py"] or files_reported() == ["pkg/a.py"]
+
+
+def test_same_file_named_twice_is_reported_once(repo):
+    put(repo, "a.py")
+    result = CliRunner().invoke(main, ["--output-format", "concise", "-q", "a.py", "./a.py", "."])
+    assert result.output.count("TL303") == 1

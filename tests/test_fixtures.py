@@ -1,0 +1,102 @@
+"""The bundled fixtures carry their expectations inline; torchlint's findings must be exactly those.
+
+`# expect: TL303, TL304` on a line where findings belong, `# expect-none: TL3` on deliberate negatives.
+Expectations for codes no registered rule owns yet are skipped, so fixtures can be written ahead of rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import FIXTURES, REPO
+
+from torchlint.rules.base import registered_rules
+from torchlint.run import RunOptions, run
+
+_EXPECT = re.compile(r"#.*?\bexpect: *(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+_EXPECT_NONE = re.compile(r"#.*?\bexpect-none: *(?P<codes>TL\d{0,3}(?:\s*,\s*TL\d{0,3})*)")
+RULES = set(registered_rules())
+SCRIPTS = [
+    "synthetic_regression.py",
+    "image_classifier/train.py",
+    "two_module/train.py",
+    "custom_autograd.py",
+]
+
+
+def expectations() -> tuple[set[tuple[str, int, str]], set[tuple[str, int, str]]]:
+    expected, forbidden = set(), set()
+    for path in sorted(FIXTURES.rglob("*.py")):
+        name = path.relative_to(FIXTURES).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _EXPECT.finditer(line):
+                for code in re.split(r"\s*,\s*", match["codes"]):
+                    if code in RULES:
+                        expected.add((name, number, code))
+            for match in _EXPECT_NONE.finditer(line):
+                for prefix in re.split(r"\s*,\s*", match["codes"]):
+                    forbidden.add((name, number, prefix))
+    return expected, forbidden
+
+
+def findings_in(root: Path) -> set[tuple[str, int, str]]:
+    outcome = run(RunOptions(paths=[root]))
+    assert outcome.errors == []
+    return {
+        (Path(d.path).resolve().relative_to(root.resolve()).as_posix(), d.location.line, d.code)
+        for d in outcome.diagnostics
+    }
+
+
+def test_findings_are_exactly_the_inline_expectations():
+    expected, forbidden = expectations()
+    assert expected, "the fixtures should expect something"
+    found = findings_in(FIXTURES)
+    assert sorted(found - expected) == [], "unexpected findings"
+    assert sorted(expected - found) == [], "missing findings"
+    clashes = [
+        (f, line, code)
+        for f, line, code in found
+        for g, l2, p in forbidden
+        if (f, line) == (g, l2) and code.startswith(p)
+    ]
+    assert clashes == []
+
+
+def _run_script(root: Path, script: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore,default::FutureWarning", "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run(
+        [sys.executable, str(root / script)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_fixture_runs_before_and_after_fixing(tmp_path, script):
+    pytest.importorskip("torch")
+    original = _run_script(FIXTURES, script)
+    assert original.returncode == 0, original.stderr[-2000:]
+    assert "is deprecated" in original.stderr
+    copy = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    outcome = run(RunOptions(paths=[copy / script], fix=True, unsafe_fixes=True))
+    assert outcome.errors == [] and outcome.fixed > 0
+    fixed = _run_script(copy, script)
+    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    assert "is deprecated" not in fixed.stderr
+
+
+def test_fixtures_live_in_the_repo():
+    assert FIXTURES == REPO / "fixtures"
+    assert all((FIXTURES / s).is_file() for s in SCRIPTS)
