@@ -183,6 +183,7 @@ def _settings_from_table(
     for key in ("select", "extend-select", "ignore"):
         codes = string_list(key)
         if codes is not None:
+            codes = tuple(code.upper() for code in codes)
             validate_selectors(codes, known, where(key))
             changes[key.replace("-", "_")] = codes
     for key in ("exclude", "extend-exclude"):
@@ -196,6 +197,7 @@ def _settings_from_table(
         for pattern, codes in value.items():
             if not (isinstance(codes, list) and all(isinstance(c, str) for c in codes)):
                 raise ConfigError(f"{where('per-file-ignores')}.{pattern!r}: expected a list of rule codes")
+            codes = [code.upper() for code in codes]
             validate_selectors(codes, known, f"{where('per-file-ignores')}.{pattern!r}")
             entries.append((pattern, tuple(codes)))
         changes["per_file_ignores"] = tuple(entries)

@@ -23,12 +23,12 @@ from torchlint.rules.base import Rule, registered_rules
 MAX_FIX_PASSES = 10
 
 
+class UnsupportedSyntax(Exception):
+    """No longer raised (such files are TL001 findings); kept until run.py stops catching it."""
+
+
 class InternalError(Exception):
     """A bug in torchlint (a rule crashed, a fix broke the code): reported, exit 2, file left alone."""
-
-
-class UnsupportedSyntax(Exception):
-    """Valid Python that LibCST cannot parse: the file is skipped with a warning."""
 
 
 class Linter:
@@ -63,22 +63,18 @@ class Linter:
             try:
                 module = cst.parse_module(text)
             except (cst.ParserSyntaxError, RecursionError) as error:
-                raise UnsupportedSyntax(f"{path}: LibCST cannot parse this file ({error})") from None
+                # Valid for CPython but not for LibCST: counted like a syntax error, never skipped silently.
+                message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
+                diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
+                found = [diagnostic] if "TL001" in enabled else []
+                return _finish(found, text)
             facts = ModuleFacts(path, text, module)
             for rule in rules:
                 try:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
-        if not found:
-            return found
-        lines = LineIndex(text)
-        for diagnostic in found:
-            lines.locate(diagnostic)
-        suppressions = read_suppressions(text)
-        kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
-        kept.sort(key=Diagnostic.sort_key)
-        return kept
+        return _finish(found, text)
 
     def fix_text(
         self, path: str, text: str, settings: Settings, unsafe: bool
@@ -104,6 +100,19 @@ class Linter:
             text = result.text
             diagnostics = self.check_text(path, text, settings)
         return text, fixed, diagnostics
+
+
+def _finish(found: list[Diagnostic], text: str) -> list[Diagnostic]:
+    """Positions, then suppression comments, then the order the output uses."""
+    if not found:
+        return found
+    lines = LineIndex(text)
+    for diagnostic in found:
+        lines.locate(diagnostic)
+    suppressions = read_suppressions(text)
+    kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
+    kept.sort(key=Diagnostic.sort_key)
+    return kept
 
 
 def _pattern_matches(path: str, settings: Settings, pattern: str) -> bool:

@@ -15,7 +15,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-_CODES = r"[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*"
+_CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 _LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
 _FILE = re.compile(rf"^#\s*torchlint:\s*noqa(?::\s*(?P<codes>{_CODES}))?\s*$", re.IGNORECASE)
 ALL = None  # a suppression without codes
