@@ -184,3 +184,32 @@ def show_rule(code: str) -> None:
         click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
         sys.exit(2)
     click.echo(text.rstrip("\n"))
+
+
+@main.group()
+def debug() -> None:
+    """Inspect what torchlint understands of a file."""
+
+
+@debug.command("facts")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def debug_facts(file: Path) -> None:
+    """Print the semantic model of FILE: device, training loops, loaders and their options."""
+    import libcst as cst
+
+    from torchlint.facts.debug import describe
+    from torchlint.facts.module import ModuleFacts
+    from torchlint.linter import Linter
+    from torchlint.source import SourceError, SourceFile
+
+    try:
+        source = SourceFile.read(file)
+        module = cst.parse_module(source.text)
+    except (SourceError, cst.ParserSyntaxError) as error:
+        click.echo(f"error: {file}: {error}", err=True)
+        sys.exit(2)
+    project = Linter().project_for(file)
+    facts = ModuleFacts(file.as_posix(), source.text, module, project=project, file=file)
+    project.register(file, facts)
+    click.echo(describe(facts), nl=False)
+

@@ -15,9 +15,10 @@ import libcst as cst
 from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.facts import ModuleFacts
-from torchlint.files import matches_any
+from torchlint.files import matches_any, project_root
 from torchlint.fixer import apply
 from torchlint.noqa import read_suppressions
+from torchlint.project import Project
 from torchlint.rules.base import Rule, registered_rules
 
 MAX_FIX_PASSES = 10
@@ -37,6 +38,14 @@ class Linter:
     def __init__(self) -> None:
         self.rule_classes = registered_rules()
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
+        self._projects: dict[Path, Project] = {}
+
+    def project_for(self, file: Path) -> Project:
+        """One cross-file index per project root and run, shared by every file checked in it."""
+        root = project_root(file.resolve().parent)
+        if root not in self._projects:
+            self._projects[root] = Project(root)
+        return self._projects[root]
 
     def rules_for(self, settings: Settings, path: str) -> list[Rule]:
         key = id(settings)
@@ -68,7 +77,11 @@ class Linter:
                 diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                 found = [diagnostic] if "TL001" in enabled else []
                 return _finish(found, text)
-            facts = ModuleFacts(path, text, module)
+            file = Path(path)
+            project = self.project_for(file) if file.is_file() else None
+            facts = ModuleFacts(path, text, module, project=project, file=file if project else None)
+            if project is not None:
+                project.register(file, facts)
             for rule in rules:
                 try:
                     found.extend(rule.check(facts))

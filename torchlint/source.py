@@ -15,7 +15,11 @@ from pathlib import Path
 
 
 class SourceError(Exception):
-    """The file cannot be read or decoded: becomes a TL002 finding."""
+    """The file cannot be read or decoded: becomes a TL002 finding (on `line` when one is known)."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 @dataclass(frozen=True)
@@ -43,14 +47,19 @@ class SourceFile:
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         except SyntaxError as error:
-            raise SourceError(f"cannot decode: {error}") from None
+            if "encoding problem" in str(error) or "unknown encoding" in str(error):
+                raise SourceError(f"cannot decode: {error}") from None
+            encoding = "utf-8"  # no cookie and not UTF-8: the decode below says where
         bom = raw.startswith(b"\xef\xbb\xbf")
         body = raw[3:] if bom else raw
         codec = "utf-8" if encoding == "utf-8-sig" else encoding
         try:
             text = body.decode(codec)
-        except (UnicodeDecodeError, LookupError) as error:
-            raise SourceError(f"cannot decode as {encoding}: {error}") from None
+        except UnicodeDecodeError as error:
+            line = body[: error.start].count(b"\n") + 1
+            raise SourceError(f"cannot decode as {codec} (line {line}): {error.reason}", line) from None
+        except LookupError as error:
+            raise SourceError(f"cannot decode: {error}") from None
         return cls(path, text, codec, bom, raw)
 
     def encode(self, text: str) -> bytes:

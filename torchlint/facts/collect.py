@@ -49,12 +49,78 @@ def _fields_of(node_type: type) -> tuple[str, ...]:
     return names
 
 
+@dataclasses.dataclass(eq=False)
+class FunctionRecord:
+    node: cst.FunctionDef
+    scope: Scope  # the function's own scope
+    params: list[str]
+    owner: ClassRecord | None  # the class when this is a method
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)
+    loops: list[LoopRecord] = dataclasses.field(default_factory=list)
+    returns: list[cst.BaseExpression] = dataclasses.field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+
+@dataclasses.dataclass(eq=False)
+class ClassRecord:
+    node: cst.ClassDef
+    scope: Scope  # the scope the class is defined in
+    methods: dict[str, FunctionRecord] = dataclasses.field(default_factory=dict)
+    # `self.<attr> = value` in any method: attr -> [(value, the method's scope)]
+    attributes: dict[str, list[tuple[cst.BaseExpression, Scope]]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+
+@dataclasses.dataclass(eq=False)
+class LoopRecord:
+    node: cst.For | cst.While
+    scope: Scope
+    parent: LoopRecord | None
+    function: FunctionRecord | None
+    calls: list[CallRecord] = dataclasses.field(default_factory=list)  # directly in this loop
+    children: list[LoopRecord] = dataclasses.field(default_factory=list)
+
+    def all_calls(self):
+        yield from self.calls
+        for child in self.children:
+            yield from child.all_calls()
+
+    def encloses(self, other: LoopRecord) -> bool:
+        loop = other.parent
+        while loop is not None:
+            if loop is self:
+                return True
+            loop = loop.parent
+        return False
+
+
+@dataclasses.dataclass(eq=False)
+class CallRecord:
+    node: cst.Call
+    scope: Scope
+    loop: LoopRecord | None  # the innermost loop around the call, within the same function
+    function: FunctionRecord | None
+    conditional: bool  # under an `if` (within its function)
+
+
 @dataclasses.dataclass
 class Collected:
     module_scope: Scope
     references: list[Reference]
-    calls: list[tuple[cst.Call, Scope]]
+    calls: list[CallRecord]
     imports: list[tuple[cst.CSTNode, Scope]]
+    functions: list[FunctionRecord]
+    classes: list[ClassRecord]
+    loops: list[LoopRecord]
+    # `name["key"] = value`: (scope, name) -> [(key, value, conditional)]
+    item_assignments: dict[tuple[int, str], list[tuple[str, cst.BaseExpression, bool]]]
+    has_main_guard: bool
     # Statement suites (module body, function bodies, ...) by the id of each statement in them, so that a
     # fix can tell whether removing a statement would leave a block empty.
     suite_sizes: dict[int, int]
@@ -63,7 +129,16 @@ class Collected:
 class Collector:
     def __init__(self) -> None:
         self.references: list[Reference] = []
-        self.calls: list[tuple[cst.Call, Scope]] = []
+        self.calls: list[CallRecord] = []
+        self.functions: list[FunctionRecord] = []
+        self.classes: list[ClassRecord] = []
+        self.loops: list[LoopRecord] = []
+        self.item_assignments: dict[tuple[int, str], list[tuple[str, cst.BaseExpression, bool]]] = {}
+        self.has_main_guard = False
+        self._in_loop: LoopRecord | None = None
+        self._in_function: FunctionRecord | None = None
+        self._in_class: ClassRecord | None = None
+        self._conditional = 0
         self.imports: list[tuple[cst.CSTNode, Scope]] = []
         self.suite_sizes: dict[int, int] = {}
         self._in_annotation = False
@@ -82,6 +157,9 @@ class Collector:
             cst.AnnAssign: self._ann_assign,
             cst.AugAssign: self._aug_assign,
             cst.For: self._for,
+            cst.While: self._while,
+            cst.If: self._if,
+            cst.Return: self._return,
             cst.NamedExpr: self._named_expr,
             cst.ExceptHandler: self._except_handler,
             cst.Global: self._global,
@@ -101,7 +179,18 @@ class Collector:
         self._record_suite(module.body)
         for statement in module.body:
             self.walk(statement, scope)
-        return Collected(scope, self.references, self.calls, self.imports, self.suite_sizes)
+        return Collected(
+            scope,
+            self.references,
+            self.calls,
+            self.imports,
+            self.functions,
+            self.classes,
+            self.loops,
+            self.item_assignments,
+            self.has_main_guard,
+            self.suite_sizes,
+        )
 
     # -- the walk ---------------------------------------------------------------------------------------
 
@@ -172,7 +261,12 @@ class Collector:
 
     def _call(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Call)
-        self.calls.append((node, scope))
+        record = CallRecord(node, scope, self._in_loop, self._in_function, self._conditional > 0)
+        self.calls.append(record)
+        if self._in_loop is not None:
+            self._in_loop.calls.append(record)
+        if self._in_function is not None:
+            self._in_function.calls.append(record)
         func = node.func
         if isinstance(func, (cst.Name, cst.Attribute)):
             self._reference(func, scope, call=node)
@@ -207,16 +301,33 @@ class Collector:
         kind: BindingKind,
         node: cst.CSTNode,
         value: cst.BaseExpression | None = None,
+        index: int | None = None,
     ) -> None:
         if isinstance(target, cst.Name):
-            scope.bind(Binding(target.value, kind, scope, node, value=value))
+            scope.bind(Binding(target.value, kind, scope, node, value=value, index=index))
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind_target(element.value, scope, kind, node)
+            for position, element in enumerate(target.elements):
+                self._bind_target(element.value, scope, kind, node, value, position)
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value, scope, kind, node)
         else:  # attribute or subscript targets load their base
             self.walk(target, scope)
+            if value is not None and index is None:
+                self._record_store(target, scope, value)
+
+    def _record_store(self, target: cst.BaseExpression, scope: Scope, value: cst.BaseExpression) -> None:
+        """`self.x = value` in a method, and `kwargs["key"] = value`: what later reads of them see."""
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            function = self._in_function
+            if function is not None and function.owner is not None and function.params:
+                if target.value.value == function.params[0]:
+                    function.owner.attributes.setdefault(target.attr.value, []).append((value, scope))
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                key = target.slice[0].slice.value
+                if isinstance(key, cst.SimpleString):
+                    entry = (str(key.evaluated_value), value, self._conditional > 0)
+                    self.item_assignments.setdefault((id(scope), target.value.value), []).append(entry)
 
     def _import(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Import)
@@ -255,7 +366,16 @@ class Collector:
         if node.returns is not None:
             self.walk(node.returns, scope)
         scope.bind(Binding(node.name.value, BindingKind.DEF, scope, node))
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+        owner = self._in_class if scope.kind is ScopeKind.CLASS else None
+        record = FunctionRecord(node, inner, params, owner)
+        self.functions.append(record)
+        if owner is not None:
+            owner.methods[record.name] = record
+        saved = (self._in_function, self._in_loop, self._conditional)
+        self._in_function, self._in_loop, self._conditional = record, None, 0
         self.walk(node.body, inner)
+        self._in_function, self._in_loop, self._conditional = saved
 
     def _parameters(self, params: cst.Parameters, outer: Scope, inner: Scope) -> None:
         everything = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -277,7 +397,11 @@ class Collector:
             self.walk(arg.value, scope)
         inner = Scope(ScopeKind.CLASS, scope, node)
         scope.bind(Binding(node.name.value, BindingKind.CLASS, scope, node))
+        record = ClassRecord(node, scope)
+        self.classes.append(record)
+        saved, self._in_class = self._in_class, record
         self.walk(node.body, inner)
+        self._in_class = saved
 
     def _lambda(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Lambda)
@@ -292,7 +416,7 @@ class Collector:
         while clause is not None:
             self.walk(clause.iter, scope if first else inner)
             first = False
-            self._bind_target(clause.target, inner, BindingKind.OTHER, node)
+            self._bind_target(clause.target, inner, BindingKind.OTHER, node, clause.iter)
             for condition in clause.ifs:
                 self.walk(condition.test, inner)
             clause = clause.inner_for_in
@@ -327,10 +451,50 @@ class Collector:
     def _for(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.For)
         self.walk(node.iter, scope)
-        self._bind_target(node.target, scope, BindingKind.OTHER, node)
-        self.walk(node.body, scope)
+        self._bind_target(node.target, scope, BindingKind.OTHER, node, node.iter)
+        self._loop_body(node, scope, node.body)
         if node.orelse is not None:
             self.walk(node.orelse, scope)
+
+    def _while(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.While)
+        self.walk(node.test, scope)
+        self._loop_body(node, scope, node.body)
+        if node.orelse is not None:
+            self.walk(node.orelse, scope)
+
+    def _loop_body(self, node: cst.For | cst.While, scope: Scope, body: cst.BaseSuite) -> None:
+        record = LoopRecord(node, scope, self._in_loop, self._in_function)
+        self.loops.append(record)
+        if self._in_loop is not None:
+            self._in_loop.children.append(record)
+        if self._in_function is not None:
+            self._in_function.loops.append(record)
+        saved, self._in_loop = self._in_loop, record
+        self.walk(body, scope)
+        self._in_loop = saved
+
+    def _if(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.If)
+        self.walk(node.test, scope)
+        if scope.kind is ScopeKind.MODULE and _is_main_guard(node.test):
+            self.has_main_guard = True
+            self.walk(node.body, scope)  # the script's entry point: as unconditional as module code
+        else:
+            self._conditional += 1
+            self.walk(node.body, scope)
+            self._conditional -= 1
+        if node.orelse is not None:
+            self._conditional += 1
+            self.walk(node.orelse, scope)
+            self._conditional -= 1
+
+    def _return(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Return)
+        if node.value is not None:
+            self.walk(node.value, scope)
+            if self._in_function is not None:
+                self._in_function.returns.append(node.value)
 
     def _named_expr(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.NamedExpr)
@@ -356,6 +520,22 @@ class Collector:
     def _del(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Del)
         self._bind_target(node.target, scope, BindingKind.OTHER, node)
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`if __name__ == "__main__":` (either operand order)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    if not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = {type(test.left), type(test.comparisons[0].comparator)}
+    names = [x for x in (test.left, test.comparisons[0].comparator) if isinstance(x, cst.Name)]
+    strings = [x for x in (test.left, test.comparisons[0].comparator) if isinstance(x, cst.SimpleString)]
+    return (
+        sides == {cst.Name, cst.SimpleString}
+        and names[0].value == "__name__"
+        and strings[0].evaluated_value == "__main__"
+    )
 
 
 def _dotted_name(node: cst.BaseExpression) -> str:

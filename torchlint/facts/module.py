@@ -18,21 +18,49 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection
 from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint.diagnostics import LineIndex
-from torchlint.facts.collect import Collected, Collector
-from torchlint.facts.names import Binding, BindingKind, Reference, Scope
+from torchlint.facts.collect import (
+    CallRecord,
+    ClassRecord,
+    Collected,
+    Collector,
+    FunctionRecord,
+    LoopRecord,
+)
+from torchlint.facts.devices import DeviceAnalysis, DeviceEvidence
+from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader
+from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
+from torchlint.facts.training import LoaderUse, TrainingAnalysis
+from torchlint.facts.values import Evaluator
+
+if TYPE_CHECKING:
+    from torchlint.project import Project
 
 
 class ModuleFacts:
-    def __init__(self, path: str, text: str, module: cst.Module) -> None:
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        module: cst.Module,
+        project: Project | None = None,
+        file: Path | None = None,
+    ) -> None:
         self.path = path
         self.text = text
         self.module = module
+        self.project = project
+        self.file = file.resolve() if file is not None else None
         self._collected: Collected = Collector().collect(module)
+        self.evaluator = Evaluator(self)
+        self.training = TrainingAnalysis(self)
+        self.devices = DeviceAnalysis(self)
 
     # -- names ------------------------------------------------------------------------------------------
 
@@ -77,6 +105,252 @@ class ModuleFacts:
     def suite_size(self, statement: cst.CSTNode) -> int:
         """How many statements share the block of `statement` (0 if unknown)."""
         return self._collected.suite_sizes.get(id(statement), 0)
+
+    def qualname(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        """The qualified name of a Name/Attribute chain rooted at an import (`nn.Linear` -> torch.nn.Linear).
+
+        Builtins resolve to themselves (`enumerate`, `next`) unless shadowed.
+        """
+        name = dotted(expr)
+        if name is None:
+            return None
+        root, _, rest = name.partition(".")
+        bindings = scope.lookup(root)
+        if not bindings:
+            return name if not rest else None
+        base = scope.resolve(root)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    # -- structure: functions, classes, loops, calls ---------------------------------------------------
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self._collected.calls
+
+    @property
+    def functions(self) -> list[FunctionRecord]:
+        return self._collected.functions
+
+    @property
+    def classes(self) -> list[ClassRecord]:
+        return self._collected.classes
+
+    @property
+    def loops(self) -> list[LoopRecord]:
+        return self._collected.loops
+
+    @property
+    def has_main_guard(self) -> bool:
+        return self._collected.has_main_guard
+
+    @cached_property
+    def _function_by_scope(self) -> dict[int, FunctionRecord]:
+        return {id(f.scope): f for f in self.functions}
+
+    @cached_property
+    def _function_by_node(self) -> dict[int, FunctionRecord]:
+        return {id(f.node): f for f in self.functions}
+
+    def function_of_scope(self, scope: Scope) -> FunctionRecord | None:
+        while scope is not None and scope.kind is ScopeKind.COMPREHENSION:
+            scope = scope.parent  # type: ignore[assignment]
+        return self._function_by_scope.get(id(scope)) if scope is not None else None
+
+    def class_of_method_scope(self, scope: Scope) -> tuple[ClassRecord, str] | None:
+        """(the class, the name of `self`) when `scope` is (inside) a method."""
+        function = self.function_of_scope(scope)
+        while function is not None and function.owner is None:
+            parent = function.scope.parent
+            function = self.function_of_scope(parent) if parent is not None else None
+        if function is None or function.owner is None or not function.params:
+            return None
+        return function.owner, function.params[0]
+
+    def top_level_function(self, name: str) -> FunctionRecord | None:
+        for binding in self.module_scope.bindings.get(name, []):
+            if binding.kind is BindingKind.DEF:
+                return self._function_by_node.get(id(binding.node))
+        return None
+
+    def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[ModuleFacts, FunctionRecord] | None:
+        """The function a call runs, in this module (a def, a method on self) or in another project file."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            bindings = scope.lookup(func.value)
+            defs = [b for b in bindings if b.kind is BindingKind.DEF]
+            if defs and len(defs) == len(bindings):
+                function = self._function_by_node.get(id(defs[-1].node))
+                return (self, function) if function is not None else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            owner = self.class_of_method_scope(scope)
+            if owner is not None and func.value.value == owner[1]:
+                method = owner[0].methods.get(func.attr.value)
+                return (self, method) if method is not None else None
+        if self.project is not None and self.file is not None:
+            qualname = self.qualname(func, scope)
+            if qualname is not None and not qualname.startswith(("torch.", "builtins")) and "." in qualname:
+                return self.project.resolve_function(self.file, qualname)
+        return None
+
+    def callee(self, call: CallRecord) -> tuple[ModuleFacts, FunctionRecord] | None:
+        key = id(call.node)
+        cache = self._callee_cache
+        if key not in cache:
+            cache[key] = self.callee_of_call(call.node, call.scope)
+        return cache[key]
+
+    @cached_property
+    def _callee_cache(self) -> dict[int, tuple[ModuleFacts, FunctionRecord] | None]:
+        return {}
+
+    def calls_of(self, function: FunctionRecord) -> list[CallRecord]:
+        """Calls in this module that run `function`."""
+        return [call for call in self.calls if (target := self.callee(call)) is not None and target[1] is function]
+
+    def method_calls_on(self, name: str, home: Scope, method: str) -> list[CallRecord]:
+        """`name.method(...)` calls where `name` means the variable bound in `home`."""
+        found = []
+        for call in self.calls:
+            func = call.node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == method
+                and isinstance(func.value, cst.Name)
+                and func.value.value == name
+                and call.scope.deciding_scope(name) is home
+            ):
+                found.append(call)
+        return found
+
+    def item_assignments(self, home: Scope, name: str):
+        return self._collected.item_assignments.get((id(home), name), [])
+
+    # -- argparse ----------------------------------------------------------------------------------------
+
+    @cached_property
+    def _argparse(self) -> dict[str, tuple[str, cst.BaseExpression | None]]:
+        """dest -> (the flag as written, its default expression) for every `add_argument(...)` call."""
+        options: dict[str, tuple[str, cst.BaseExpression | None]] = {}
+        for call in self.calls:
+            func = call.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+                continue
+            flags = [
+                a.value.evaluated_value
+                for a in call.node.args
+                if a.keyword is None and isinstance(a.value, cst.SimpleString)
+            ]
+            flags = [f for f in flags if isinstance(f, str)]
+            if not flags:
+                continue
+            keywords = {a.keyword.value: a.value for a in call.node.args if a.keyword is not None}
+            long = next((f for f in flags if f.startswith("--")), flags[0])
+            dest_node = keywords.get("dest")
+            dest = (
+                dest_node.evaluated_value
+                if isinstance(dest_node, cst.SimpleString)
+                else long.lstrip("-").replace("-", "_")
+            )
+            options[str(dest)] = (long, keywords.get("default"))
+        return options
+
+    def argparse_option(self, dest: str) -> str | None:
+        found = self._argparse.get(dest)
+        if found is None:
+            return None
+        flag, default = found
+        return f"argparse {flag}, default {self.code(default)}" if default is not None else f"argparse {flag}"
+
+    def argparse_default(self, dest: str) -> cst.BaseExpression | None:
+        found = self._argparse.get(dest)
+        return found[1] if found is not None else None
+
+    # -- loaders and training ------------------------------------------------------------------------------
+
+    @cached_property
+    def _loaders(self) -> dict[int, Loader]:
+        found: dict[int, Loader] = {}
+        for call in self.calls:
+            cls = self.loader_class(call.node.func, call.scope)
+            if cls is not None:
+                found[id(call.node)] = build_loader(self, call.node, call.scope, cls)
+        return found
+
+    @property
+    def loaders(self) -> list[Loader]:
+        return list(self._loaders.values())
+
+    def loader_at(self, call: cst.Call) -> Loader | None:
+        return self._loaders.get(id(call))
+
+    def loader_class(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The qualified loader class a callee names: torch's DataLoader, a known subclass, or the project's."""
+        qualname = self.qualname(func, scope)
+        if qualname in LOADER_CLASSES:
+            return qualname
+        if depth > 4:
+            return None
+        local = self.local_class(func, scope)
+        if local is not None:
+            for base in local.node.bases:
+                if self.loader_class(base.value, local.scope, depth + 1) is not None:
+                    return local.name
+            return None
+        if qualname and self.project is not None and self.file is not None:
+            module, _, name = qualname.rpartition(".")
+            path = self.project.module_file(self.file, module) if module else None
+            other = self.project.facts_for(path) if path is not None else None
+            if other is not None and other is not self:
+                cls = other.top_level_class(name)
+                if cls is not None and other.loader_class(cst.Name(name), other.module_scope, depth + 1):
+                    return qualname
+        return None
+
+    def local_class(self, expr: cst.BaseExpression, scope: Scope) -> ClassRecord | None:
+        if not isinstance(expr, cst.Name):
+            return None
+        bindings = scope.lookup(expr.value)
+        if len(bindings) == 1 and bindings[0].kind is BindingKind.CLASS:
+            return next((c for c in self.classes if c.node is bindings[0].node), None)
+        return None
+
+    def top_level_class(self, name: str) -> ClassRecord | None:
+        return self.local_class(cst.Name(name), self.module_scope)
+
+    @cached_property
+    def _loader_uses(self) -> dict[int, list[LoaderUse]]:
+        return self.training.loader_uses()
+
+    def loader_uses(self, loader: Loader) -> list[LoaderUse]:
+        """Where `loader` feeds training (empty: it does not, as far as the code shows)."""
+        return self._loader_uses.get(id(loader.call), [])
+
+    def uses_from_importers(self) -> dict[int, list[LoaderUse]]:
+        """Loaders this module builds in a factory that another project file iterates for training."""
+        if self.project is None or self.file is None:
+            return {}
+        found: dict[int, list[LoaderUse]] = {}
+        for importer in self.project.importers_of(self.file):
+            other = self.project.facts_for(importer)
+            if other is None or other is self:
+                continue
+            for source, use in other.training.external_training_sources():
+                if source.path != str(self.file):
+                    continue
+                function = self.top_level_function(source.function)
+                if function is None:
+                    continue
+                for returned in function.returns:
+                    for loader in self.training.sources(returned, function.scope, source.index):
+                        if isinstance(loader, Loader):
+                            found.setdefault(id(loader.call), []).append(use)
+        return found
+
+    @cached_property
+    def device(self) -> DeviceEvidence:
+        return self.devices.module_evidence()
 
     # -- positions and text -----------------------------------------------------------------------------
 

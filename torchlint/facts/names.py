@@ -41,7 +41,8 @@ class Binding:
     scope: Scope
     node: cst.CSTNode | None = None  # the import statement / def / class / assignment statement
     qualname: str | None = None  # for imports: what the name stands for
-    value: cst.BaseExpression | None = None  # for simple assignments: the assigned expression
+    value: cst.BaseExpression | None = None  # for assignments: the assigned expression
+    index: int | None = None  # for `a, b = value`: the position of this name in the target tuple
     alias: cst.ImportAlias | None = None
     references: list[Reference] = field(default_factory=list)
 

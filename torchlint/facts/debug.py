@@ -1,0 +1,38 @@
+"""`torchlint debug facts FILE`: what the semantic model knows, with lines — the first tool for triage."""
+
+from __future__ import annotations
+
+from torchlint.facts.module import ModuleFacts
+
+
+def describe(facts: ModuleFacts) -> str:
+    out: list[str] = [f"{facts.path}"]
+
+    def line(node) -> int:
+        return facts.lines.position(facts.span(node)[0]).line
+
+    device = facts.device
+    where = f" (line {line(device.node)}: {device.reason})" if device.node is not None else ""
+    out.append(f"device: {device.device.label}{where}")
+    out.append(f"__main__ guard: {'yes' if facts.has_main_guard else 'no'}")
+    out.append("training loops:")
+    for loop in facts.training.training_loops:
+        function = loop.function.name if loop.function else "<module>"
+        epoch = ", inside an epoch loop" if loop.parent is not None else ""
+        out.append(f"  line {line(loop.node)} in {function}{epoch}")
+    if not facts.training.training_loops:
+        out.append("  (none)")
+    out.append("loaders:")
+    for loader in facts.loaders:
+        out.append(f"  line {line(loader.call)}: {loader.cls}{'' if loader.complete else ' (options incomplete)'}")
+        for name, option in sorted(loader.options.items()):
+            out.append(f"    {name} = {option.describe()}")
+        uses = facts.loader_uses(loader)
+        for use in uses:
+            per_epoch = "every epoch" if use.per_epoch else "once"
+            out.append(f"    feeds training via {use.how} in {use.path}, iterated {per_epoch}")
+        if not uses:
+            out.append("    feeds no training loop")
+    if not facts.loaders:
+        out.append("  (none)")
+    return "\n".join(out) + "\n"

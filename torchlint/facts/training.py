@@ -1,0 +1,303 @@
+"""Where training happens: training loops, the loaders they iterate, and whether that happens every epoch.
+
+A training loop is the innermost loop whose iterations run a backward pass (`loss.backward()`,
+`scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`) and an optimizer
+step (`opt.step()`, `scaler.step(opt)`), directly or through functions it calls — local ones, methods on
+`self`, or functions imported from another module of the project. A loop around a training loop (or around a
+call to a function that contains one) is an epoch loop: the loader is then iterated once per epoch.
+
+What a loop iterates is followed back to its source: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)` with
+`next(it)` in a `while` loop, a parameter (then every call site's argument), `self.train_loader`, a
+factory's return value (also one element of a returned tuple), `accelerator.prepare(...)`. Frameworks that own
+the loop count too: a `train_dataloader()` method (Lightning) and `trainer.fit(model, loader)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.facts.collect import CallRecord, FunctionRecord, LoopRecord
+from torchlint.facts.loaders import Loader
+from torchlint.facts.names import BindingKind, Scope
+
+if TYPE_CHECKING:
+    from torchlint.facts.module import ModuleFacts
+
+BACKWARD = "backward"
+STEP = "step"
+_BACKWARD_METHODS = {"backward", "manual_backward"}
+_WRAPPERS = {"enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "itertools.islice", "reversed"}
+MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class LoaderUse:
+    """A loader iterated for training: where, and whether once per epoch."""
+
+    where: cst.CSTNode  # the training loop, the call that leads to it, or the framework hook
+    path: str  # the file that holds `where`
+    per_epoch: bool
+    how: str  # for people: "for loop", "train_one_epoch(...) in an epoch loop", "Lightning train_dataloader()"
+
+
+@dataclass(frozen=True)
+class ParamSource:
+    function: FunctionRecord
+    name: str
+
+
+@dataclass(frozen=True)
+class ExternalSource:
+    """The value returned by a function of another module (element `index` of a returned tuple)."""
+
+    path: str
+    function: str
+    index: int | None
+
+
+Source = Loader | ParamSource | ExternalSource
+
+
+class TrainingAnalysis:
+    def __init__(self, facts: ModuleFacts) -> None:
+        self.facts = facts
+        self._events: dict[int, frozenset[str]] = {}
+        self._has_loop: dict[int, bool] = {}
+        self._training: list[LoopRecord] | None = None
+        self._sources: list[tuple[Source, bool, cst.CSTNode, str]] | None = None
+
+    # -- what runs where --------------------------------------------------------------------------------
+
+    def call_events(self, call: CallRecord, depth: int = 0) -> frozenset[str]:
+        func = call.node.func
+        events: set[str] = set()
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in _BACKWARD_METHODS:
+                events.add(BACKWARD)
+            elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
+                events.add(STEP)
+        if depth < MAX_DEPTH:
+            target = self.facts.callee(call)
+            if target is not None:
+                facts, function = target
+                events |= facts.training.function_events(function, depth + 1)
+        return frozenset(events)
+
+    def function_events(self, function: FunctionRecord, depth: int = 0) -> frozenset[str]:
+        key = id(function)
+        if key not in self._events:
+            self._events[key] = frozenset()  # recursion guard
+            events: set[str] = set()
+            for call in function.calls:
+                events |= self.call_events(call, depth)
+            self._events[key] = frozenset(events)
+        return self._events[key]
+
+    def loop_events(self, loop: LoopRecord) -> frozenset[str]:
+        events: set[str] = set()
+        for call in loop.all_calls():
+            events |= self.call_events(call)
+        return frozenset(events)
+
+    def has_training_loop(self, function: FunctionRecord, depth: int = 0) -> bool:
+        key = id(function)
+        if key not in self._has_loop:
+            self._has_loop[key] = False
+            found = any(self.is_training_loop(loop) for loop in function.loops)
+            if not found and depth < MAX_DEPTH:
+                for call in function.calls:
+                    target = self.facts.callee(call)
+                    if target is not None and target[0].training.has_training_loop(target[1], depth + 1):
+                        found = True
+                        break
+            self._has_loop[key] = found
+        return self._has_loop[key]
+
+    def is_training_loop(self, loop: LoopRecord) -> bool:
+        if not {BACKWARD, STEP} <= self.loop_events(loop):
+            return False
+        if any(self.is_training_loop(child) for child in loop.children):
+            return False
+        for call in loop.all_calls():
+            target = self.facts.callee(call)
+            if target is not None and target[0].training.has_training_loop(target[1]):
+                return False  # this loop runs epochs of a training loop elsewhere
+        return True
+
+    @property
+    def training_loops(self) -> list[LoopRecord]:
+        if self._training is None:
+            self._training = [loop for loop in self.facts.loops if self.is_training_loop(loop)]
+        return self._training
+
+    def _is_scheduler(self, receiver: cst.BaseExpression, scope: Scope) -> bool:
+        text = self.facts.code(receiver).lower()
+        if "sched" in text or "warmup" in text:
+            return True
+        if isinstance(receiver, cst.Name):
+            for binding in scope.lookup(receiver.value):
+                value = binding.value
+                if isinstance(value, cst.Call):
+                    callee = self.facts.qualname(value.func, binding.scope) or ""
+                    if "lr_scheduler" in callee or "scheduler" in callee.lower():
+                        return True
+        return False
+
+    # -- what a loop iterates ---------------------------------------------------------------------------
+
+    def iterated(self, loop: LoopRecord) -> list[tuple[Source, bool]]:
+        """(source, re-created inside the loop's run) for what the loop iterates."""
+        node = loop.node
+        found: list[tuple[Source, bool]] = []
+        if isinstance(node, cst.For):
+            found += [(source, False) for source in self.sources(node.iter, loop.scope)]
+        for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
+            if self.facts.qualname(call.node.func, call.scope) == "next" and call.node.args:
+                argument = call.node.args[0].value
+                # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
+                again = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
+                found += [(source, again) for source in self.sources(argument, call.scope)]
+        return found
+
+    def sources(
+        self, expr: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
+    ) -> list[Source]:
+        if depth > MAX_DEPTH:
+            return []
+        facts = self.facts
+        if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
+            elements = expr.elements
+            return self.sources(elements[index].value, scope, None, depth + 1) if index < len(elements) else []
+        if isinstance(expr, cst.Call):
+            loader = facts.loader_at(expr)
+            if loader is not None:
+                return [loader]
+            target = facts.callee_of_call(expr, scope)
+            if target is not None:
+                other, function = target
+                if other is facts:
+                    found: list[Source] = []
+                    for returned in function.returns:
+                        found += self.sources(returned, function.scope, index, depth + 1)
+                    return found
+                return [ExternalSource(str(other.file), function.name, index)]
+            callee = facts.qualname(expr.func, scope) or ""
+            positional = [a.value for a in expr.args if not a.keyword and not a.star]
+            if index is not None and callee not in _WRAPPERS:  # `a, b = accelerator.prepare(a, b)`
+                return self.sources(positional[index], scope, None, depth + 1) if index < len(positional) else []
+            found = []
+            for value in positional:  # enumerate(loader), tqdm(loader), log_every(loader, 10)
+                found += self.sources(value, scope, None, depth + 1)
+            return found
+        if isinstance(expr, cst.Name):
+            found = []
+            for binding in scope.lookup(expr.value):
+                if binding.kind is BindingKind.PARAM:
+                    function = facts.function_of_scope(binding.scope)
+                    if function is not None:
+                        found.append(ParamSource(function, expr.value))
+                elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
+                    found += self.sources(binding.value, binding.scope, binding.index, depth + 1)
+            return found
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            owner = facts.class_of_method_scope(scope)
+            if owner is not None and expr.value.value == owner[1]:
+                found = []
+                for value, value_scope in owner[0].attributes.get(expr.attr.value, []):
+                    found += self.sources(value, value_scope, None, depth + 1)
+                return found
+        return []
+
+    # -- the answers rules need -------------------------------------------------------------------------
+
+    def _trace(self, sources, per_epoch: bool, depth: int = 0):
+        """Every source on the way up from what a loop iterates: through parameters to call sites' arguments."""
+        for source in sources:
+            yield source, per_epoch
+            if isinstance(source, ParamSource) and depth < MAX_DEPTH:
+                for call in self.facts.calls_of(source.function):
+                    argument = _argument_for(call.node, source.function, source.name)
+                    if argument is not None:
+                        outer = per_epoch or call.loop is not None
+                        yield from self._trace(self.sources(argument, call.scope), outer, depth + 1)
+
+    def _training_sources(self) -> list[tuple[Source, bool, cst.CSTNode, str]]:
+        """(source, per epoch, where, how) for everything this module iterates for training (memoised)."""
+        if self._sources is None:
+            self._sources = []  # an import cycle asking back while this runs sees nothing
+            self._sources = list(self._find_training_sources())
+        return self._sources
+
+    def _find_training_sources(self):
+        facts = self.facts
+        for loop in self.training_loops:
+            around = loop.parent is not None
+            for source, again in self.iterated(loop):
+                for found, per_epoch in self._trace([source], around or again):
+                    yield found, per_epoch, loop.node, "a training loop"
+        for call in facts.calls:  # calls into other modules' training functions
+            target = facts.callee(call)
+            if target is None or target[0] is facts:
+                continue
+            other, function = target
+            for name, per_epoch_inside in other.training.param_uses(function).items():
+                argument = _argument_for(call.node, function, name)
+                if argument is not None:
+                    per_epoch = per_epoch_inside or call.loop is not None
+                    how = f"`{function.name}(...)` in {other.path}"
+                    for found, outer in self._trace(self.sources(argument, call.scope), per_epoch):
+                        yield found, outer, call.node, how
+        for function in facts.functions:  # Lightning: the framework iterates it every epoch
+            if function.owner is not None and function.name == "train_dataloader":
+                for returned in function.returns:
+                    for found, _ in self._trace(self.sources(returned, function.scope), True):
+                        yield found, True, function.node, "Lightning `train_dataloader()`"
+        for call in facts.calls:  # trainer.fit(model, train_loader)
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2:
+                for position, arg in enumerate(call.node.args[1:]):
+                    keyword = arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
+                    if keyword in ("train_dataloaders", "train_dataloader"):
+                        for found, _ in self._trace(self.sources(arg.value, call.scope), True):
+                            yield found, True, call.node, "`trainer.fit(...)`"
+
+    def param_uses(self, function: FunctionRecord) -> dict[str, bool]:
+        """Parameters of `function` iterated for training (in it or below it): name -> per epoch."""
+        uses: dict[str, bool] = {}
+        for source, per_epoch, _, _ in self._training_sources():
+            if isinstance(source, ParamSource) and source.function is function:
+                uses[source.name] = uses.get(source.name, False) or per_epoch
+        return uses
+
+    def loader_uses(self) -> dict[int, list[LoaderUse]]:
+        """Every loader of this module that feeds training, keyed by the id of its call."""
+        uses: dict[int, list[LoaderUse]] = {}
+        for source, per_epoch, where, how in self._training_sources():
+            if isinstance(source, Loader):
+                uses.setdefault(id(source.call), []).append(LoaderUse(where, self.facts.path, per_epoch, how))
+        for loader_call_id, external_uses in self.facts.uses_from_importers().items():
+            uses.setdefault(loader_call_id, []).extend(external_uses)
+        return uses
+
+    def external_training_sources(self) -> list[tuple[ExternalSource, LoaderUse]]:
+        """Values returned by other modules' functions that this module iterates for training."""
+        return [
+            (source, LoaderUse(where, self.facts.path, per_epoch, how))
+            for source, per_epoch, where, how in self._training_sources()
+            if isinstance(source, ExternalSource)
+        ]
+
+
+def _argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
+    params = function.params
+    offset = 1 if function.owner is not None and isinstance(call.func, cst.Attribute) else 0
+    for position, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+        if arg.keyword is None and not arg.star and position + offset < len(params):
+            if params[position + offset] == name:
+                return arg.value
+    return None

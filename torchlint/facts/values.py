@@ -1,0 +1,177 @@
+"""What an expression's value is, as far as a linter can know, and where it comes from.
+
+Rules act only on what the author fixed in the code (a literal, a dict of literals). A value the user
+controls — an argparse option, a config object's field, a function parameter, an environment variable — is
+reported as such and never "fixed" behind the user's back; anything else is unknown, and unknown is never
+evidence for a finding.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.facts.names import BindingKind, Scope, dotted
+
+if TYPE_CHECKING:
+    from torchlint.facts.module import ModuleFacts
+
+MAX_DEPTH = 8
+
+
+class Kind(enum.Enum):
+    LITERAL = "literal"  # a constant in the code: 0, True, "cuda", None
+    USER = "user-controlled"  # argparse, config, parameter, environment
+    COMPUTED = "computed"  # derived at run time by the code (os.cpu_count(), a ternary)
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: Kind
+    literal: object = None
+    origin: str = ""  # for people: `args.workers` (argparse --workers, default 4)
+    node: cst.BaseExpression | None = field(default=None, compare=False)
+
+    @property
+    def is_literal(self) -> bool:
+        return self.kind is Kind.LITERAL
+
+    @property
+    def is_user_controlled(self) -> bool:
+        return self.kind is Kind.USER
+
+    def describe(self) -> str:
+        if self.kind is Kind.LITERAL:
+            return repr(self.literal)
+        return f"{self.kind.value}: {self.origin}" if self.origin else self.kind.value
+
+
+UNKNOWN = Value(Kind.UNKNOWN)
+_MACHINE = {"os.cpu_count", "multiprocessing.cpu_count", "os.sched_getaffinity", "psutil.cpu_count"}
+_ENV = {"os.getenv", "os.environ.get", "os.environ.__getitem__"}
+_PASSTHROUGH = {"int", "float", "bool", "str"}
+
+
+def literal_of(expr: cst.BaseExpression) -> tuple[bool, object]:
+    """(True, value) for a constant expression (numbers, strings, True/False/None, -1)."""
+    if isinstance(expr, cst.Integer):
+        return True, int(expr.value.replace("_", ""), 0)
+    if isinstance(expr, cst.Float):
+        return True, float(expr.value.replace("_", ""))
+    if isinstance(expr, cst.SimpleString):
+        return True, expr.evaluated_value
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
+        return True, {"True": True, "False": False, "None": None}[expr.value]
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        ok, value = literal_of(expr.expression)
+        if ok and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True, -value
+    return False, None
+
+
+class Evaluator:
+    """Evaluates expressions of one module; memoises nothing (expressions are evaluated a few times each)."""
+
+    def __init__(self, facts: ModuleFacts) -> None:
+        self.facts = facts
+
+    def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Value:
+        ok, literal = literal_of(expr)
+        if ok:
+            return Value(Kind.LITERAL, literal, node=expr)
+        if depth > MAX_DEPTH:
+            return UNKNOWN
+        code = self.facts.code(expr) if not isinstance(expr, cst.Name) else expr.value
+        if isinstance(expr, cst.Name):
+            return self._name(expr, scope, depth)
+        if isinstance(expr, cst.Attribute):
+            return self._attribute(expr, scope, depth, code)
+        if isinstance(expr, cst.Subscript):
+            root = _root_name(expr)
+            if root is not None and self.facts.qualname(expr.value, scope) == "os.environ":
+                return Value(Kind.USER, origin=f"`{code}` (environment)", node=expr)
+            if root is not None and not self._is_module(root, scope):
+                return Value(Kind.USER, origin=f"`{code}`", node=expr)
+            return UNKNOWN
+        if isinstance(expr, cst.Call):
+            return self._call(expr, scope, depth, code)
+        if isinstance(expr, (cst.IfExp, cst.BinaryOperation, cst.BooleanOperation, cst.Comparison)):
+            return Value(Kind.COMPUTED, origin=f"`{code}`", node=expr)
+        return UNKNOWN
+
+    def _is_module(self, name: cst.Name, scope: Scope) -> bool:
+        return any(b.kind is BindingKind.IMPORT for b in scope.lookup(name.value))
+
+    def _name(self, expr: cst.Name, scope: Scope, depth: int) -> Value:
+        bindings = scope.lookup(expr.value)
+        if not bindings:
+            return UNKNOWN
+        if any(b.kind is BindingKind.PARAM for b in bindings):
+            return Value(Kind.USER, origin=f"parameter `{expr.value}`", node=expr)
+        if all(b.kind is BindingKind.ASSIGN and b.value is not None for b in bindings):
+            values = {
+                self.value(b.value, b.scope, depth + 1) if b.index is None else UNKNOWN  # type: ignore[arg-type]
+                for b in bindings
+            }
+            if len(values) == 1:
+                return values.pop()
+            kinds = {v.kind for v in values}
+            if Kind.USER in kinds:
+                return Value(Kind.USER, origin=f"`{expr.value}`", node=expr)
+            return Value(Kind.COMPUTED, origin=f"`{expr.value}` (assigned several values)", node=expr)
+        return UNKNOWN
+
+    def _attribute(self, expr: cst.Attribute, scope: Scope, depth: int, code: str) -> Value:
+        root = _root_name(expr)
+        if root is None or self._is_module(root, scope):
+            return UNKNOWN  # a module attribute (torch.float16, os.sep): not configuration
+        if isinstance(expr.value, cst.Name):
+            owner = self.facts.class_of_method_scope(scope)
+            if owner is not None and expr.value.value == owner[1]:  # self.attr
+                assigned = owner[0].attributes.get(expr.attr.value, [])
+                values = {self.value(v, s, depth + 1) for v, s in assigned}
+                if len(values) == 1:
+                    return values.pop()
+                if any(v.is_user_controlled for v in values) or not values:
+                    return Value(Kind.USER, origin=f"`{code}`", node=expr)
+                return Value(Kind.COMPUTED, origin=f"`{code}`", node=expr)
+            option = self.facts.argparse_option(expr.attr.value)
+            if option is not None and self._from_parse_args(expr.value, scope):
+                return Value(Kind.USER, origin=f"`{code}` ({option})", node=expr)
+        option = self.facts.argparse_option(expr.attr.value) if isinstance(expr.value, cst.Name) else None
+        suffix = f" ({option})" if option else ""
+        return Value(Kind.USER, origin=f"`{code}`{suffix}", node=expr)
+
+    def _from_parse_args(self, name: cst.Name, scope: Scope) -> bool:
+        for binding in scope.lookup(name.value):
+            if binding.kind is BindingKind.PARAM:
+                return True  # `def train(args, ...)`: the usual argparse namespace
+            value = binding.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value in ("parse_args", "parse_known_args"):
+                    return True
+        return False
+
+    def _call(self, expr: cst.Call, scope: Scope, depth: int, code: str) -> Value:
+        callee = self.facts.qualname(expr.func, scope) or dotted(expr.func) or ""
+        if callee in _ENV or callee.startswith("os.environ"):
+            return Value(Kind.USER, origin=f"`{code}` (environment)", node=expr)
+        if callee in _PASSTHROUGH and len(expr.args) == 1:
+            inner = self.value(expr.args[0].value, scope, depth + 1)
+            return inner if inner.kind is not Kind.LITERAL else Value(Kind.COMPUTED, origin=f"`{code}`")
+        if callee in _MACHINE or callee in ("min", "max", "len"):
+            parts = [self.value(a.value, scope, depth + 1) for a in expr.args]
+            if any(p.is_user_controlled for p in parts):
+                return Value(Kind.USER, origin=f"`{code}`", node=expr)
+            return Value(Kind.COMPUTED, origin=f"`{code}`", node=expr)
+        return Value(Kind.UNKNOWN, origin=f"`{code}`", node=expr)
+
+
+def _root_name(expr: cst.BaseExpression) -> cst.Name | None:
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.value if not isinstance(expr, cst.Call) else expr.func
+    return expr if isinstance(expr, cst.Name) else None

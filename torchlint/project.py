@@ -1,0 +1,143 @@
+"""The cross-file index of one run: which file a module name means, and the facts of other project files.
+
+Training code is spread over files (`train_one_epoch` in engine.py, the loaders built in data.py), so the facts
+of the file being checked sometimes need another file's. Imports resolve like Python run from the script's
+folder: relative ones by package, absolute ones from the importing file's folder and then its ancestors up to
+the project root (the nearest folder with a pyproject.toml or .git). What does not resolve is unknown, never
+evidence. Other files' facts are built lazily, once per run, with the same analysis as checked files; the
+reverse question (who imports this file?) uses a cheap `ast` scan of the project's imports, made once.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.config import DEFAULT_EXCLUDES
+from torchlint.source import SourceError, SourceFile
+
+if TYPE_CHECKING:
+    from torchlint.facts.collect import FunctionRecord
+    from torchlint.facts.module import ModuleFacts
+
+MAX_PROJECT_FILES = 5000
+
+
+class Project:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self._facts: dict[Path, ModuleFacts | None] = {}
+        self._importers: dict[Path, set[Path]] | None = None
+
+    # -- module names to files --------------------------------------------------------------------------
+
+    def module_file(self, importer: Path, dotted: str) -> Path | None:
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = [p for p in dotted.lstrip(".").split(".") if p]
+        if level:
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            return _find_module(base, parts)
+        folder = importer.parent
+        while True:
+            found = _find_module(folder, parts)
+            if found is not None:
+                return found
+            if folder == self.root or folder.parent == folder or self.root not in folder.parents:
+                return None
+            folder = folder.parent
+
+    def resolve_function(self, importer: Path, qualname: str) -> tuple[ModuleFacts, FunctionRecord] | None:
+        """`engine.train_one_epoch` (as imported by `importer`) -> that module-level function's facts."""
+        module, _, name = qualname.rpartition(".")
+        if not module or not name or module.endswith("."):
+            return None
+        path = self.module_file(importer, module)
+        facts = self.facts_for(path) if path is not None else None
+        function = facts.top_level_function(name) if facts is not None else None
+        return (facts, function) if function is not None else None
+
+    # -- other files' facts -----------------------------------------------------------------------------
+
+    def register(self, path: Path, facts: ModuleFacts) -> None:
+        """The checked file's own facts, so that other files' questions about it see the text being checked."""
+        self._facts[path.resolve()] = facts
+
+    def facts_for(self, path: Path) -> ModuleFacts | None:
+        path = path.resolve()
+        if path not in self._facts:
+            self._facts[path] = None  # while building: a cycle of imports sees "unknown"
+            self._facts[path] = self._build(path)
+        return self._facts[path]
+
+    def _build(self, path: Path) -> ModuleFacts | None:
+        from torchlint.facts.module import ModuleFacts
+
+        try:
+            source = SourceFile.read(path)
+            module = cst.parse_module(source.text)
+        except (SourceError, cst.ParserSyntaxError, RecursionError):
+            return None
+        return ModuleFacts(_display(path), source.text, module, project=self, file=path)
+
+    # -- who imports a file -----------------------------------------------------------------------------
+
+    def importers_of(self, path: Path) -> list[Path]:
+        if self._importers is None:
+            self._importers = self._scan_imports()
+        return sorted(self._importers.get(path.resolve(), ()))
+
+    def _scan_imports(self) -> dict[Path, set[Path]]:
+        importers: dict[Path, set[Path]] = {}
+        for file in self._python_files():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    tree = ast.parse(file.read_bytes())
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                continue
+            for node in ast.walk(tree):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = "." * node.level + (node.module or "")
+                    names = [base] + [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
+                for name in names:
+                    target = self.module_file(file, name)
+                    if target is not None and target != file:
+                        importers.setdefault(target, set()).add(file)
+        return importers
+
+    def _python_files(self) -> list[Path]:
+        found: list[Path] = []
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDES and not d.startswith("."))
+            found += [Path(folder, f).resolve() for f in sorted(files) if f.endswith(".py")]
+            if len(found) > MAX_PROJECT_FILES:
+                break
+        return found
+
+
+def _find_module(base: Path, parts: list[str]) -> Path | None:
+    if not parts:
+        init = base / "__init__.py"
+        return init.resolve() if init.is_file() else None
+    candidate = base.joinpath(*parts)
+    for path in (candidate.with_name(candidate.name + ".py"), candidate / "__init__.py"):
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
