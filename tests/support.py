@@ -61,3 +61,47 @@ def strip_error_markers(source: str) -> str:
 
 def error_lines(source: str) -> set[int]:
     return {n for n, line in enumerate(source.splitlines(), 1) if line.endswith("# error")}
+
+
+def facts_of(source: str, path: str = "example.py"):
+    """The facts of an inline module (no project: cross-file questions answer "unknown")."""
+    import libcst as cst
+
+    from torchlint.facts import ModuleFacts
+
+    text = textwrap.dedent(source)
+    return ModuleFacts(path, text, cst.parse_module(text))
+
+
+def project_facts(root: Path, files: dict[str, str], checked: str):
+    """Write a small project (with a pyproject.toml) and return the facts of one of its files."""
+    import libcst as cst
+
+    from torchlint.facts import ModuleFacts
+    from torchlint.project import Project
+
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    project = Project(root)
+    path = root / checked
+    text = path.read_text()
+    facts = ModuleFacts(checked, text, cst.parse_module(text), project=project, file=path)
+    project.register(path, facts)
+    return facts
+
+
+def line_of(facts, node) -> int:
+    return facts.lines.position(facts.span(node)[0]).line
+
+
+def training_loaders(facts) -> dict[int, list[bool]]:
+    """Loader line -> [per_epoch for each training use]; only loaders that feed training."""
+    found = {}
+    for loader in facts.loaders:
+        uses = facts.loader_uses(loader)
+        if uses:
+            found[line_of(facts, loader.call)] = [u.per_epoch for u in uses]
+    return found

@@ -67,10 +67,18 @@ def drop_import(facts: ModuleFacts, binding: Binding) -> Edit | None:
     statement = binding.node
     if binding.alias is None or not isinstance(statement, (cst.Import, cst.ImportFrom)):
         return None
-    if facts.suite_size(statement) == 1 and binding.scope.parent is not None:
-        return None  # the only statement of a function or block: removing it would leave it empty
+    if facts.suite_size(statement) == 1 and not _at_module_level(facts, statement):
+        return None  # the only statement of a function or block (`try:`, `if`): it would be left empty
     uses = len(facts.references_of(binding))
     if uses == 0:
         return None  # an import nobody uses was the author's business before this fix run
     start, end = facts.line_span(statement)
     return Edit(start, end, "", key=f"drop:{start}:{binding.name}", quorum=uses)
+
+
+def _at_module_level(facts: ModuleFacts, statement: cst.CSTNode) -> bool:
+    """Whether `statement` is one of the module body's own statements (a module may be left empty)."""
+    return any(
+        isinstance(line, cst.SimpleStatementLine) and any(small is statement for small in line.body)
+        for line in facts.module.body
+    )

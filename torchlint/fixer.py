@@ -1,14 +1,22 @@
 """Applying fixes to a source text: pure, so the CLI, `--diff`, the LSP and the verifier share it.
 
-`apply` takes the fixes in order of position and keeps each one whose own edits do not overlap those already
+`apply` takes the fixes in order of position and keeps each one whose edits do not overlap those already
 kept; the rest are returned as skipped (a later pass, after re-checking, may apply them). Shared edits
 (`Edit.key`) are applied once; an edit with a quorum only when enough of the kept fixes carry it, and edits
 that remove imports are merged per statement, so that two names leaving one `from ... import` line do not
 collide.
+
+A fix is kept whole or not at all: the shared edits it needs (the `import torch` its rewrite relies on) are
+checked for overlaps with it, so a fix is never counted as applied while the import it needs was dropped.
+Only the quorum edits (removing an import once every use was rewritten) are optional: leaving an import that
+is no longer used never breaks the code.
+
+Nothing here reads or writes files; `unified_diff` renders what `--diff` prints.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -30,13 +38,22 @@ def apply(text: str, fixes: list[Fix]) -> Applied:
     skipped: list[int] = []
     shared: dict[str, list[Edit]] = defaultdict(list)
     for index in order:
-        own = [e for e in fixes[index].edits if e.key is None]
-        if any(_overlaps(e, k) for e in own for k in kept_edits):
+        edits = fixes[index].edits
+        own = [e for e in edits if e.key is None]
+        # Shared edits this fix needs and that no kept fix brought yet (an import to add, not one to drop).
+        needed = [e for e in edits if e.key is not None and e.quorum <= 1 and e.key not in shared]
+        needed = list({e.key: e for e in needed}.values())
+        if (
+            any(_overlaps(a, b) for i, a in enumerate(own) for b in own[i + 1 :])
+            or any(_overlaps(e, k) for e in own for k in kept_edits)
+            or any(_overlaps(e, k) for e in needed for k in (*kept_edits, *own))
+            or any(_overlaps(e, k) for e in needed for k in _kept_shared(shared))
+        ):
             skipped.append(index)
             continue
         kept_edits.extend(own)
         applied.append(index)
-        for edit in fixes[index].edits:
+        for edit in edits:
             if edit.key is not None:
                 shared[edit.key].append(edit)
 
@@ -47,18 +64,34 @@ def apply(text: str, fixes: list[Fix]) -> Applied:
             continue
         if key.startswith("drop:"):
             drops[(edit.start, edit.end)].add(key.split(":", 2)[2])
-        elif not any(_overlaps(edit, k) for k in kept_edits):
+        else:  # checked against every kept edit when its first fix was kept
             kept_edits.append(edit)
-    for (start, end), names in drops.items():
+    for (start, end), names in sorted(drops.items()):
         edit = Edit(start, end, remove_bound_names(text[start:end], names))
         if not any(_overlaps(edit, k) for k in kept_edits):
             kept_edits.append(edit)
 
-    result = text
-    # Right to left so offsets stay valid; an insertion before a replacement at the same offset.
-    for edit in sorted(kept_edits, key=lambda e: (e.start, e.end), reverse=True):
-        result = result[: edit.start] + edit.content + result[edit.end :]
-    return Applied(result, tuple(sorted(applied)), tuple(sorted(skipped)))
+    return Applied(_render(text, kept_edits), tuple(sorted(applied)), tuple(sorted(skipped)))
+
+
+def _kept_shared(shared: dict[str, list[Edit]]) -> list[Edit]:
+    return [carried[0] for carried in shared.values() if carried[0].quorum <= 1]
+
+
+def _render(text: str, edits: list[Edit]) -> str:
+    """The text with non-overlapping edits applied, in one pass.
+
+    At one offset, insertions come before a replacement that starts there, and shared insertions (import
+    lines) in the order of their keys, so that the output does not depend on the order of the fixes.
+    """
+    pieces: list[str] = []
+    position = 0
+    for edit in sorted(edits, key=lambda e: (e.start, e.end != e.start, e.end, e.key or "")):
+        pieces.append(text[position : edit.start])
+        pieces.append(edit.content)
+        position = edit.end
+    pieces.append(text[position:])
+    return "".join(pieces)
 
 
 def _first_offset(fix: Fix) -> int:
@@ -66,9 +99,32 @@ def _first_offset(fix: Fix) -> int:
 
 
 def _overlaps(a: Edit, b: Edit) -> bool:
-    if a.start == a.end or b.start == b.end:  # an insertion collides only strictly inside the other
+    """Whether two edits cannot both be applied: they share text, or both insert at one point.
+
+    Two insertions at one point conflict (their order would be a guess) unless both are shared insertions
+    (whole import lines, ordered by key). An insertion conflicts with a replacement only strictly inside it.
+    """
+    if a.start == a.end and b.start == b.end:
+        if a.start != b.start:
+            return False
+        if a.key is not None and b.key is not None:
+            return a.key == b.key and a.content != b.content
+        return True
+    if a.start == a.end or b.start == b.end:
         point, other = (a, b) if a.start == a.end else (b, a)
-        if point.start == point.end and other.start == other.end:
-            return point.start == other.start and point.content != other.content
         return other.start < point.start < other.end
     return a.start < b.end and b.start < a.end
+
+
+def unified_diff(path: str, before: str, after: str) -> str:
+    """What `--diff` prints for one file: a unified diff, marking a last line without a newline like git."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
+    )
+    out = []
+    for line in lines:
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)

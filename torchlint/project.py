@@ -1,6 +1,6 @@
 """The cross-file index of one run: which file a module name means, and the facts of other project files.
 
-Training code is spread over files (`train_one_epoch` in engine.py, the loaders built in data.py), so the facts
+Training code is spread over files (`train_one_epoch` in engine.py, loaders built in data.py), so the facts
 of the file being checked sometimes need another file's. Imports resolve like Python run from the script's
 folder: relative ones by package, absolute ones from the importing file's folder and then its ancestors up to
 the project root (the nearest folder with a pyproject.toml or .git). What does not resolve is unknown, never
@@ -33,10 +33,17 @@ class Project:
         self.root = root.resolve()
         self._facts: dict[Path, ModuleFacts | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
+        self._modules: dict[tuple[Path, str], Path | None] = {}
 
     # -- module names to files --------------------------------------------------------------------------
 
     def module_file(self, importer: Path, dotted: str) -> Path | None:
+        key = (importer.parent, dotted)
+        if key not in self._modules:
+            self._modules[key] = self._module_file(importer, dotted)
+        return self._modules[key]
+
+    def _module_file(self, importer: Path, dotted: str) -> Path | None:
         level = len(dotted) - len(dotted.lstrip("."))
         parts = [p for p in dotted.lstrip(".").split(".") if p]
         if level:
@@ -66,7 +73,7 @@ class Project:
     # -- other files' facts -----------------------------------------------------------------------------
 
     def register(self, path: Path, facts: ModuleFacts) -> None:
-        """The checked file's own facts, so that other files' questions about it see the text being checked."""
+        """The checked file's facts, so that other files' questions about it see the text being checked."""
         self._facts[path.resolve()] = facts
 
     def facts_for(self, path: Path) -> ModuleFacts | None:
@@ -108,7 +115,9 @@ class Project:
                     names = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom):
                     base = "." * node.level + (node.module or "")
-                    names = [base] + [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
+                    names = [base] + [
+                        f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names
+                    ]
                 for name in names:
                     target = self.module_file(file, name)
                     if target is not None and target != file:

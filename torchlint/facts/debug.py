@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torchlint.facts.module import ModuleFacts
+from torchlint.facts.training import batch_moves
 
 
 def describe(facts: ModuleFacts) -> str:
@@ -15,18 +16,30 @@ def describe(facts: ModuleFacts) -> str:
     where = f" (line {line(device.node)}: {device.reason})" if device.node is not None else ""
     out.append(f"device: {device.device.label}{where}")
     out.append(f"__main__ guard: {'yes' if facts.has_main_guard else 'no'}")
+    if facts.frameworks:
+        out.append(f"frameworks: {', '.join(sorted(facts.frameworks))}")
     out.append("training loops:")
     for loop in facts.training.training_loops:
         function = loop.function.name if loop.function else "<module>"
         epoch = ", inside an epoch loop" if loop.parent is not None else ""
         out.append(f"  line {line(loop.node)} in {function}{epoch}")
+        for move in batch_moves(facts, loop):
+            blocking = move.non_blocking.describe() if move.non_blocking else "not passed"
+            out.append(
+                f"    line {line(move.call)}: batch moved to {move.device.label}, non_blocking {blocking}"
+            )
     if not facts.training.training_loops:
         out.append("  (none)")
     out.append("loaders:")
     for loader in facts.loaders:
-        out.append(f"  line {line(loader.call)}: {loader.cls}{'' if loader.complete else ' (options incomplete)'}")
+        out.append(
+            f"  line {line(loader.call)}: {loader.cls}{'' if loader.complete else ' (options incomplete)'}"
+        )
         for name, option in sorted(loader.options.items()):
             out.append(f"    {name} = {option.describe()}")
+        out.append(f"    dataset kind: {facts.datasets.kind(loader).value}")
+        for problem in facts.datasets.unpicklable(loader):
+            out.append(f"    does not pickle: {problem.what} is {problem.why}")
         uses = facts.loader_uses(loader)
         for use in uses:
             per_epoch = "every epoch" if use.per_epoch else "once"
@@ -35,4 +48,9 @@ def describe(facts: ModuleFacts) -> str:
             out.append("    feeds no training loop")
     if not facts.loaders:
         out.append("  (none)")
+    for call, options in facts.hf_training_arguments:
+        out.append(f"TrainingArguments at line {line(call.node)}:")
+        for name, option in sorted(options.items()):
+            if name.startswith("dataloader_"):
+                out.append(f"    {name} = {option.describe()}")
     return "\n".join(out) + "\n"

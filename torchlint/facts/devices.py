@@ -78,7 +78,10 @@ class DeviceAnalysis:
                 return Device.CUDA
             return Device.UNKNOWN
         if isinstance(expr, cst.IfExp):
-            branches = {self.device_of(expr.body, scope, depth + 1), self.device_of(expr.orelse, scope, depth + 1)}
+            branches = {
+                self.device_of(expr.body, scope, depth + 1),
+                self.device_of(expr.orelse, scope, depth + 1),
+            }
             if Device.CUDA in branches or Device.CUDA_WHEN_AVAILABLE in branches:
                 return Device.CUDA_WHEN_AVAILABLE
             return max(branches)
@@ -92,11 +95,14 @@ class DeviceAnalysis:
                 return Device.CUDA
             return Device.UNKNOWN
         if isinstance(expr, cst.Name):
-            devices = [
-                self.device_of(b.value, b.scope, depth + 1)
-                for b in scope.lookup(expr.value)
-                if b.kind is BindingKind.ASSIGN and b.value is not None and b.index is None
-            ]
+            devices = set()
+            for binding in scope.lookup(expr.value):
+                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                    devices.add(self.device_of(binding.value, binding.scope, depth + 1))
+                elif binding.kind is BindingKind.PARAM:  # what the callers pass
+                    devices |= self._passed_to(binding.scope, expr.value, depth)
+            if Device.CPU in devices and Device.CUDA in devices:
+                return Device.CUDA_WHEN_AVAILABLE  # `device = "cuda"`, then "cpu" when there is none
             return max(devices, default=Device.UNKNOWN)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value == "device" and "accelerator" in self.facts.code(expr.value).lower():
@@ -107,6 +113,19 @@ class DeviceAnalysis:
                     return self.device_of(default, self.facts.module_scope, depth + 1)
         return Device.UNKNOWN
 
+    def _passed_to(self, scope: Scope, name: str, depth: int) -> set[Device]:
+        from torchlint.facts.training import argument_for
+
+        function = self.facts.function_of_scope(scope)
+        if function is None:
+            return set()
+        found = set()
+        for call in self.facts.calls_of(function):
+            argument = argument_for(call.node, function, name)
+            if argument is not None:
+                found.add(self.device_of(argument, call.scope, depth + 1))
+        return found
+
     def module_evidence(self) -> DeviceEvidence:
         best = DeviceEvidence(Device.UNKNOWN)
         for call in self.facts.calls:
@@ -114,7 +133,11 @@ class DeviceAnalysis:
             func = node.func
             found = Device.UNKNOWN
             reason = ""
-            if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and not self._is_module(func.value, call.scope):
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "cuda"
+                and not self._is_module(func.value, call.scope)
+            ):
                 found = Device.CUDA_WHEN_AVAILABLE if call.conditional else Device.CUDA
                 reason = "`.cuda()`"
             elif isinstance(func, cst.Attribute) and func.attr.value == "to" and node.args:
@@ -128,7 +151,11 @@ class DeviceAnalysis:
                 elif callee.endswith("init_process_group") and "nccl" in self.facts.code(node):
                     found, reason = Device.CUDA, "the nccl backend"
             for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value in ("device", "map_location") and found is Device.UNKNOWN:
+                if (
+                    arg.keyword is not None
+                    and arg.keyword.value in ("device", "map_location")
+                    and found is Device.UNKNOWN
+                ):
                     found = self.device_of(arg.value, call.scope)
                     reason = f"`device={self.facts.code(arg.value)}`"
             if found > best.device:
@@ -139,4 +166,6 @@ class DeviceAnalysis:
         root = expr
         while isinstance(root, cst.Attribute):
             root = root.value
-        return isinstance(root, cst.Name) and any(b.kind is BindingKind.IMPORT for b in scope.lookup(root.value))
+        return isinstance(root, cst.Name) and any(
+            b.kind is BindingKind.IMPORT for b in scope.lookup(root.value)
+        )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.facts.names import BindingKind, Scope
-from torchlint.facts.values import UNKNOWN, Kind, Value
+from torchlint.facts.values import Kind, Value
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts
@@ -76,7 +76,13 @@ class DictOptions:
             existing = self.options.get(name)
             if existing is not None and conditional and not existing.conditional:
                 # Unconditional first, then overridden on some paths: the value varies.
-                option = Option(name, Value(Kind.COMPUTED, origin="set differently on some paths"), option.via, True, option.node)
+                option = Option(
+                    name,
+                    Value(Kind.COMPUTED, origin="set differently on some paths"),
+                    option.via,
+                    True,
+                    option.node,
+                )
             self.options[name] = option
         self.complete = self.complete and other.complete
 
@@ -98,12 +104,18 @@ class Loader:
     @property
     def dataset(self) -> cst.BaseExpression | None:
         option = self.options.get("dataset")
-        return option.value.node if option is not None and option.value.node is not None else (
-            option.node.value if option is not None and isinstance(option.node, cst.Arg) else None
-        )
+        return option.node.value if option is not None and isinstance(option.node, cst.Arg) else None
 
 
 def build_loader(facts: ModuleFacts, call: cst.Call, scope: Scope, cls: str) -> Loader:
+    options, complete, kwargs_names = call_options(facts, call, scope, POSITIONAL)
+    return Loader(call, scope, cls, options, complete, kwargs_names)
+
+
+def call_options(
+    facts: ModuleFacts, call: cst.Call, scope: Scope, positional_names: tuple[str, ...] = ()
+) -> tuple[dict[str, Option], bool, list[str]]:
+    """Every argument of a call as a named option: (options, complete, the `**` dicts' names)."""
     options: dict[str, Option] = {}
     complete = True
     kwargs_names: list[str] = []
@@ -117,21 +129,21 @@ def build_loader(facts: ModuleFacts, call: cst.Call, scope: Scope, cls: str) -> 
             from_dict = dict_options(facts, arg.value, scope)
             name = facts.code(arg.value)
             kwargs_names.append(name)
-            for option in from_dict.options.values():
-                option.via = f"`**{name}`"
             complete = complete and from_dict.complete
             for key, option in from_dict.options.items():
+                option.via = f"`**{name}`"
                 options.setdefault(key, option)
             continue
         if arg.keyword is not None:
             key = arg.keyword.value
-        elif positional < len(POSITIONAL):
-            key = POSITIONAL[positional]
+        elif positional < len(positional_names):
+            key = positional_names[positional]
             positional += 1
         else:
+            complete = False
             continue
         options[key] = Option(key, evaluate(arg.value, scope), node=arg)
-    return Loader(call, scope, cls, options, complete, kwargs_names)
+    return options, complete, kwargs_names
 
 
 def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> DictOptions:
@@ -150,7 +162,11 @@ def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, dep
             else:
                 result.complete = False
         return result
-    if isinstance(expr, cst.Call) and facts.qualname(expr.func, scope) in ("dict", None) and _is_name(expr.func, "dict"):
+    if (
+        isinstance(expr, cst.Call)
+        and facts.qualname(expr.func, scope) in ("dict", None)
+        and _is_name(expr.func, "dict")
+    ):
         for arg in expr.args:
             if arg.keyword is not None:
                 key = arg.keyword.value
@@ -166,7 +182,9 @@ def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, dep
         return result
     if isinstance(expr, cst.Name):
         bindings = scope.lookup(expr.value)
-        assigned = [b for b in bindings if b.kind is BindingKind.ASSIGN and b.value is not None and b.index is None]
+        assigned = [
+            b for b in bindings if b.kind is BindingKind.ASSIGN and b.value is not None and b.index is None
+        ]
         if not bindings or len(assigned) != len(bindings):
             return DictOptions(complete=False)  # a parameter, a loop variable, ...
         for binding in assigned:
@@ -188,6 +206,3 @@ def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, dep
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
     return isinstance(expr, cst.Name) and expr.value == name
-
-
-__all__ = ["LOADER_CLASSES", "POSITIONAL", "DictOptions", "Loader", "Option", "UNKNOWN", "build_loader", "dict_options"]

@@ -33,8 +33,9 @@ from torchlint.facts.collect import (
     FunctionRecord,
     LoopRecord,
 )
+from torchlint.facts.datasets import DatasetAnalysis
 from torchlint.facts.devices import DeviceAnalysis, DeviceEvidence
-from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader
+from torchlint.facts.loaders import LOADER_CLASSES, Loader, Option, build_loader, call_options
 from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.training import LoaderUse, TrainingAnalysis
 from torchlint.facts.values import Evaluator
@@ -61,6 +62,7 @@ class ModuleFacts:
         self.evaluator = Evaluator(self)
         self.training = TrainingAnalysis(self)
         self.devices = DeviceAnalysis(self)
+        self.datasets = DatasetAnalysis(self)
 
     # -- names ------------------------------------------------------------------------------------------
 
@@ -207,7 +209,9 @@ class ModuleFacts:
 
     def calls_of(self, function: FunctionRecord) -> list[CallRecord]:
         """Calls in this module that run `function`."""
-        return [call for call in self.calls if (target := self.callee(call)) is not None and target[1] is function]
+        return [
+            call for call in self.calls if (target := self.callee(call)) is not None and target[1] is function
+        ]
 
     def method_calls_on(self, name: str, home: Scope, method: str) -> list[CallRecord]:
         """`name.method(...)` calls where `name` means the variable bound in `home`."""
@@ -286,26 +290,24 @@ class ModuleFacts:
         return self._loaders.get(id(call))
 
     def loader_class(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
-        """The qualified loader class a callee names: torch's DataLoader, a known subclass, or the project's."""
+        """The loader class a callee names: torch's DataLoader, a known subclass, or the project's."""
         qualname = self.qualname(func, scope)
         if qualname in LOADER_CLASSES:
             return qualname
-        if depth > 4:
+        if depth >= 4:
             return None
+        # Classes of other files are followed only when named like loaders (timm's MultiEpochsDataLoader):
+        # resolving every call of a file across the project would cost more than the rest of the analysis.
         local = self.local_class(func, scope)
-        if local is not None:
-            for base in local.node.bases:
-                if self.loader_class(base.value, local.scope, depth + 1) is not None:
-                    return local.name
+        if local is None and (qualname is None or "loader" not in qualname.rpartition(".")[2].lower()):
             return None
-        if qualname and self.project is not None and self.file is not None:
-            module, _, name = qualname.rpartition(".")
-            path = self.project.module_file(self.file, module) if module else None
-            other = self.project.facts_for(path) if path is not None else None
-            if other is not None and other is not self:
-                cls = other.top_level_class(name)
-                if cls is not None and other.loader_class(cst.Name(name), other.module_scope, depth + 1):
-                    return qualname
+        found = (self, local) if local is not None else self.resolve_class(func, scope)
+        if found is None:
+            return None
+        facts, cls = found
+        for base in cls.node.bases:
+            if facts.loader_class(base.value, cls.scope, depth + 1) is not None:
+                return qualname or cls.name
         return None
 
     def local_class(self, expr: cst.BaseExpression, scope: Scope) -> ClassRecord | None:
@@ -314,6 +316,22 @@ class ModuleFacts:
         bindings = scope.lookup(expr.value)
         if len(bindings) == 1 and bindings[0].kind is BindingKind.CLASS:
             return next((c for c in self.classes if c.node is bindings[0].node), None)
+        return None
+
+    def resolve_class(self, func: cst.BaseExpression, scope: Scope) -> tuple[ModuleFacts, ClassRecord] | None:
+        """The class a name means: defined here, or in another file of the project."""
+        local = self.local_class(func, scope)
+        if local is not None:
+            return self, local
+        qualname = self.qualname(func, scope)
+        if qualname and self.project is not None and self.file is not None:
+            module, _, name = qualname.rpartition(".")
+            path = self.project.module_file(self.file, module) if module else None
+            other = self.project.facts_for(path) if path is not None else None
+            if other is not None and other is not self:
+                cls = other.top_level_class(name)
+                if cls is not None:
+                    return other, cls
         return None
 
     def top_level_class(self, name: str) -> ClassRecord | None:
@@ -347,6 +365,37 @@ class ModuleFacts:
                         if isinstance(loader, Loader):
                             found.setdefault(id(loader.call), []).append(use)
         return found
+
+    @cached_property
+    def hf_training_arguments(self) -> list[tuple[CallRecord, dict[str, Option]]]:
+        """`TrainingArguments(...)` calls (Hugging Face): their `dataloader_*` options set the loader."""
+        found = []
+        for call in self.calls:
+            qualname = self.qualname(call.node.func, call.scope) or ""
+            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
+                ("TrainingArguments", "Config")
+            ):
+                options, _, _ = call_options(self, call.node, call.scope)
+                found.append((call, options))
+        return found
+
+    @cached_property
+    def frameworks(self) -> frozenset[str]:
+        """Frameworks that own the training loop here: lightning, transformers, accelerate."""
+        roots = {
+            (b.qualname or "").lstrip(".").split(".")[0]
+            for bindings in self.module_scope.bindings.values()
+            for b in bindings
+            if b.kind is BindingKind.IMPORT
+        }
+        names = {
+            "pytorch_lightning": "lightning",
+            "lightning": "lightning",
+            "transformers": "transformers",
+            "accelerate": "accelerate",
+            "trl": "transformers",
+        }
+        return frozenset(names[r] for r in roots if r in names)
 
     @cached_property
     def device(self) -> DeviceEvidence:

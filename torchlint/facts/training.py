@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchlint.facts.collect import CallRecord, FunctionRecord, LoopRecord
-from torchlint.facts.loaders import Loader
+from torchlint.facts.devices import Device
+from torchlint.facts.loaders import Loader, Option, call_options
 from torchlint.facts.names import BindingKind, Scope
 
 if TYPE_CHECKING:
@@ -29,7 +30,16 @@ if TYPE_CHECKING:
 BACKWARD = "backward"
 STEP = "step"
 _BACKWARD_METHODS = {"backward", "manual_backward"}
-_WRAPPERS = {"enumerate", "iter", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "itertools.islice", "reversed"}
+_WRAPPERS = {
+    "enumerate",
+    "iter",
+    "zip",
+    "tqdm",
+    "tqdm.tqdm",
+    "tqdm.auto.tqdm",
+    "itertools.islice",
+    "reversed",
+}
 MAX_DEPTH = 6
 
 
@@ -40,7 +50,9 @@ class LoaderUse:
     where: cst.CSTNode  # the training loop, the call that leads to it, or the framework hook
     path: str  # the file that holds `where`
     per_epoch: bool
-    how: str  # for people: "for loop", "train_one_epoch(...) in an epoch loop", "Lightning train_dataloader()"
+    how: (
+        str  # for people: "for loop", "train_one_epoch(...) in an epoch loop", "Lightning train_dataloader()"
+    )
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,9 @@ class TrainingAnalysis:
         facts = self.facts
         if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
             elements = expr.elements
-            return self.sources(elements[index].value, scope, None, depth + 1) if index < len(elements) else []
+            return (
+                self.sources(elements[index].value, scope, None, depth + 1) if index < len(elements) else []
+            )
         if isinstance(expr, cst.Call):
             loader = facts.loader_at(expr)
             if loader is not None:
@@ -187,7 +201,9 @@ class TrainingAnalysis:
             callee = facts.qualname(expr.func, scope) or ""
             positional = [a.value for a in expr.args if not a.keyword and not a.star]
             if index is not None and callee not in _WRAPPERS:  # `a, b = accelerator.prepare(a, b)`
-                return self.sources(positional[index], scope, None, depth + 1) if index < len(positional) else []
+                return (
+                    self.sources(positional[index], scope, None, depth + 1) if index < len(positional) else []
+                )
             found = []
             for value in positional:  # enumerate(loader), tqdm(loader), log_every(loader, 10)
                 found += self.sources(value, scope, None, depth + 1)
@@ -214,12 +230,12 @@ class TrainingAnalysis:
     # -- the answers rules need -------------------------------------------------------------------------
 
     def _trace(self, sources, per_epoch: bool, depth: int = 0):
-        """Every source on the way up from what a loop iterates: through parameters to call sites' arguments."""
+        """Every source on the way up from what a loop iterates, through parameters to callers' arguments."""
         for source in sources:
             yield source, per_epoch
             if isinstance(source, ParamSource) and depth < MAX_DEPTH:
                 for call in self.facts.calls_of(source.function):
-                    argument = _argument_for(call.node, source.function, source.name)
+                    argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
                         yield from self._trace(self.sources(argument, call.scope), outer, depth + 1)
@@ -244,7 +260,7 @@ class TrainingAnalysis:
                 continue
             other, function = target
             for name, per_epoch_inside in other.training.param_uses(function).items():
-                argument = _argument_for(call.node, function, name)
+                argument = argument_for(call.node, function, name)
                 if argument is not None:
                     per_epoch = per_epoch_inside or call.loop is not None
                     how = f"`{function.name}(...)` in {other.path}"
@@ -259,7 +275,9 @@ class TrainingAnalysis:
             func = call.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2:
                 for position, arg in enumerate(call.node.args[1:]):
-                    keyword = arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
+                    keyword = (
+                        arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
+                    )
                     if keyword in ("train_dataloaders", "train_dataloader"):
                         for found, _ in self._trace(self.sources(arg.value, call.scope), True):
                             yield found, True, call.node, "`trainer.fit(...)`"
@@ -275,9 +293,20 @@ class TrainingAnalysis:
     def loader_uses(self) -> dict[int, list[LoaderUse]]:
         """Every loader of this module that feeds training, keyed by the id of its call."""
         uses: dict[int, list[LoaderUse]] = {}
+        seen: dict[tuple[int, int], int] = {}  # one use per (loader, place), however many paths lead there
         for source, per_epoch, where, how in self._training_sources():
-            if isinstance(source, Loader):
-                uses.setdefault(id(source.call), []).append(LoaderUse(where, self.facts.path, per_epoch, how))
+            if not isinstance(source, Loader):
+                continue
+            found = uses.setdefault(id(source.call), [])
+            key = (id(source.call), id(where))
+            if key in seen:
+                previous = found[seen[key]]
+                found[seen[key]] = LoaderUse(
+                    where, previous.path, previous.per_epoch or per_epoch, previous.how
+                )
+                continue
+            seen[key] = len(found)
+            found.append(LoaderUse(where, self.facts.path, per_epoch, how))
         for loader_call_id, external_uses in self.facts.uses_from_importers().items():
             uses.setdefault(loader_call_id, []).extend(external_uses)
         return uses
@@ -291,7 +320,7 @@ class TrainingAnalysis:
         ]
 
 
-def _argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
+def argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
     params = function.params
     offset = 1 if function.owner is not None and isinstance(call.func, cst.Attribute) else 0
     for position, arg in enumerate(call.args):
@@ -301,3 +330,64 @@ def _argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.Ba
             if params[position + offset] == name:
                 return arg.value
     return None
+
+
+@dataclass(frozen=True)
+class Move:
+    """`batch.to(device)` / `batch.cuda()` inside a training loop."""
+
+    call: cst.Call
+    device: Device
+    non_blocking: Option | None  # None: not passed
+
+
+def batch_moves(facts: ModuleFacts, loop: LoopRecord) -> list[Move]:
+    """Host-to-device copies of what the loop iterates (never `.to("cpu")`, never dtype casts)."""
+    moves = []
+    for call in loop.all_calls():
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            continue
+        if not _from_batch(facts, func.value, call.scope, loop, 0):
+            continue
+        options, _, _ = call_options(facts, call.node, call.scope, ("device",))
+        device_option = options.get("device")
+        if func.attr.value == "cuda":
+            device = Device.CUDA
+        elif device_option is None or not isinstance(device_option.node, cst.Arg):
+            continue
+        else:
+            target = device_option.node.value
+            device = facts.devices.device_of(target, call.scope)
+            if not device.may_be_cuda and "device" not in facts.code(target).lower():
+                continue  # `.to(torch.float16)`, `.to("cpu")`, `.to(memory_format=...)`
+            if device is Device.CPU:
+                continue
+        moves.append(Move(call.node, device, options.get("non_blocking")))
+    return moves
+
+
+def _from_batch(
+    facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, loop: LoopRecord, depth: int
+) -> bool:
+    """Does `expr` come from what `loop` iterates (its target, `next(it)`, unpacking, `.items()`)?"""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    if not isinstance(expr, cst.Name) or depth > 4:
+        return False
+    for binding in scope.lookup(expr.value):
+        if binding.node is loop.node:
+            return True
+        value = binding.value
+        if value is None:
+            continue
+        if isinstance(binding.node, cst.For) and any(child.node is binding.node for child in loop.children):
+            return _from_batch(facts, value, binding.scope, loop, depth + 1)  # for k, v in batch.items()
+        if binding.kind is BindingKind.ASSIGN and isinstance(value, cst.Call):
+            if facts.qualname(value.func, binding.scope) == "next":
+                return True
+        if binding.kind in (BindingKind.ASSIGN, BindingKind.OTHER) and _from_batch(
+            facts, value, binding.scope, loop, depth + 1
+        ):
+            return True
+    return False

@@ -1,0 +1,58 @@
+"""Which device the code trains on, from what it says."""
+
+from __future__ import annotations
+
+import pytest
+from support import facts_of
+
+
+@pytest.mark.parametrize(
+    "code, device",
+    [
+        ('model = model.to("cuda")', "cuda"),
+        ("model.cuda()", "cuda"),
+        ('device = torch.device("cuda:0")\nmodel.to(device)', "cuda"),
+        ('model.to(f"cuda:{rank}")', "cuda"),
+        (
+            'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel.to(device)',
+            "cuda when available",
+        ),
+        (
+            'use_cuda = not args.no_cuda and torch.cuda.is_available()\ndevice = torch.device("cuda" if use_cuda else "cpu")\nmodel.to(device)',
+            "cuda when available",
+        ),
+        (
+            'device = "cuda"\nif not torch.cuda.is_available():\n    device = "cpu"\nmodel.to(device)',
+            "cuda when available",
+        ),
+        ("if args.cuda:\n    model.cuda()", "cuda when available"),
+        ("model.to(accelerator.device)", "cuda when available"),
+        ("model.to(torch.accelerator.current_accelerator())", "cuda when available"),
+        (
+            'parser.add_argument("--device", default="cuda")\nargs = parser.parse_args()\nmodel.to(args.device)',
+            "cuda",
+        ),
+        ('model.to("cpu")', "cpu"),
+        ("model.to(device)", "unknown"),
+        ("x = x.to(torch.float16)", "unknown"),
+        ('dist.init_process_group(backend="nccl")', "cuda"),
+    ],
+)
+def test_device_evidence(code, device):
+    facts = facts_of("import torch\nimport torch.distributed as dist\n" + code + "\n")
+    assert facts.device.device.label == device
+
+
+def test_a_device_parameter_takes_what_callers_pass():
+    source = """\
+    import torch
+
+    def train(model, device, loader):
+        for x in loader:
+            x = x.to(device)
+
+    def main():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        train(model, device, loader)
+    """
+    assert facts_of(source).device.device.label == "cuda when available"

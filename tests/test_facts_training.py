@@ -1,0 +1,287 @@
+"""Training loops, the loaders they iterate, and whether once per epoch — in the styles of real code."""
+
+from __future__ import annotations
+
+from support import facts_of, line_of, project_facts, training_loaders
+
+
+def loops(source: str) -> list[int]:
+    facts = facts_of(source)
+    return [line_of(facts, loop.node) for loop in facts.training.training_loops]
+
+
+def test_module_level_script_loop_is_found():
+    source = """\
+    import torch
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds, batch_size=32)
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert loops(source) == [4]
+    assert training_loaders(facts_of(source)) == {3: [False]}
+
+
+def test_epoch_loop_around_the_batch_loop_means_per_epoch():
+    source = """\
+    from torch.utils.data import DataLoader
+    train_loader = DataLoader(train_set, shuffle=True)
+    val_loader = DataLoader(val_set)
+    for epoch in range(10):
+        for step, (x, y) in enumerate(tqdm(train_loader, desc="train")):
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        with torch.no_grad():
+            for x, y in val_loader:
+                evaluate(model(x), y)
+    """
+    assert loops(source) == [5]
+    assert training_loaders(facts_of(source)) == {2: [True]}
+
+
+def test_train_function_called_per_epoch_with_the_loader_as_argument():
+    source = """\
+    from torch.utils.data import DataLoader
+
+    def train(args, model, device, train_loader, optimizer, epoch):
+        model.train()
+        for batch_idx, (data, target) in enumerate(train_loader):
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(data), target)
+            loss.backward()
+            optimizer.step()
+
+    def test(model, device, test_loader):
+        for data, target in test_loader:
+            model(data)
+
+    def main():
+        train_loader = DataLoader(dataset1, batch_size=64)
+        test_loader = DataLoader(dataset2, batch_size=1000)
+        for epoch in range(1, args.epochs + 1):
+            train(args, model, device, train_loader, optimizer, epoch)
+            test(model, device, test_loader)
+            scheduler.step()
+    """
+    assert training_loaders(facts_of(source)) == {16: [True]}
+
+
+def test_step_function_called_in_the_batch_loop():
+    source = """\
+    from torch.utils.data import DataLoader
+
+    class Trainer:
+        def __init__(self, cfg):
+            self.loader = DataLoader(cfg.dataset, batch_size=cfg.batch_size)
+
+        def training_step(self, batch):
+            loss = self.model(batch).mean()
+            self.accelerator.backward(loss)
+            self.optimizer.step()
+            self.lr_scheduler.step()
+
+        def fit(self):
+            for epoch in range(self.epochs):
+                for batch in self.loader:
+                    self.training_step(batch)
+    """
+    facts = facts_of(source)
+    assert [line_of(facts, loop.node) for loop in facts.training.training_loops] == [15]
+    assert training_loaders(facts) == {5: [True]}
+
+
+def test_while_loop_over_steps_with_next_is_a_single_pass():
+    source = """\
+    from torch.utils.data import DataLoader
+    loader = DataLoader(stream, batch_size=8)
+    it = iter(loader)
+    step = 0
+    while step < max_steps:
+        batch = next(it)
+        loss = model(batch)
+        loss.backward()
+        opt.step()
+        step += 1
+    """
+    assert training_loaders(facts_of(source)) == {2: [False]}
+
+
+def test_iterator_recreated_after_stop_iteration_is_per_epoch():
+    source = """\
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds, batch_size=8)
+    it = iter(loader)
+    for step in range(max_steps):
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            batch = next(it)
+        model(batch).backward()
+        opt.step()
+    """
+    assert training_loaders(facts_of(source)) == {2: [True]}
+
+
+def test_gradient_accumulation_still_counts():
+    source = """\
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds)
+    for epoch in range(3):
+        for i, batch in enumerate(loader):
+            loss = model(batch) / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    assert training_loaders(facts_of(source)) == {2: [True]}
+
+
+def test_a_loop_without_an_optimizer_step_is_not_training():
+    source = """\
+    from torch.utils.data import DataLoader
+    loader = DataLoader(ds)
+    for batch in loader:
+        loss = model(batch)
+        loss.backward()  # only collects gradients, e.g. for saliency maps
+    for batch in loader:
+        scheduler.step()
+    """
+    assert loops(source) == []
+    assert training_loaders(facts_of(source)) == {}
+
+
+def test_loader_from_a_local_factory_and_tuple_unpacking():
+    source = """\
+    from torch.utils.data import DataLoader
+
+    def get_loaders(cfg):
+        train = DataLoader(cfg.train, shuffle=True)
+        val = DataLoader(cfg.val)
+        return train, val
+
+    def main(cfg):
+        train_loader, val_loader = get_loaders(cfg)
+        for epoch in range(cfg.epochs):
+            for batch in train_loader:
+                model(batch).backward()
+                opt.step()
+            for batch in val_loader:
+                model(batch)
+    """
+    assert training_loaders(facts_of(source)) == {4: [True]}
+
+
+def test_accelerate_prepare_keeps_track_of_each_loader():
+    source = """\
+    from accelerate import Accelerator
+    from torch.utils.data import DataLoader
+    accelerator = Accelerator()
+    train_dl = DataLoader(train_ds, shuffle=True)
+    eval_dl = DataLoader(eval_ds)
+    model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
+    for epoch in range(epochs):
+        for batch in train_dl:
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+    """
+    facts = facts_of(source)
+    assert training_loaders(facts) == {4: [True]}
+    assert facts.frameworks == {"accelerate"}
+
+
+def test_lightning_train_dataloader_and_trainer_fit():
+    source = """\
+    import lightning as L
+    from torch.utils.data import DataLoader
+
+    class Data(L.LightningDataModule):
+        def train_dataloader(self):
+            return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+        def val_dataloader(self):
+            return DataLoader(self.val_set, batch_size=32)
+
+    loader = DataLoader(other_set)
+    trainer = L.Trainer(max_epochs=3)
+    trainer.fit(model, loader)
+    """
+    facts = facts_of(source)
+    assert training_loaders(facts) == {6: [True], 11: [True]}
+    assert facts.frameworks == {"lightning"}
+
+
+def test_train_one_epoch_in_another_module(tmp_path):
+    files = {
+        "engine.py": """\
+            def train_one_epoch(model, criterion, optimizer, data_loader, device, epoch, scaler=None):
+                model.train()
+                for image, target in metric_logger.log_every(data_loader, 10, header):
+                    image, target = image.to(device), target.to(device)
+                    loss = criterion(model(image), target)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def evaluate(model, criterion, data_loader, device):
+                for image, target in data_loader:
+                    model(image)
+        """,
+        "train.py": """\
+            import torch
+            from engine import evaluate, train_one_epoch
+
+            def main(args):
+                data_loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size)
+                data_loader_test = torch.utils.data.DataLoader(dataset_test, batch_size=1)
+                for epoch in range(args.start_epoch, args.epochs):
+                    train_one_epoch(model, criterion, optimizer, data_loader, device, epoch)
+                    evaluate(model, criterion, data_loader_test, device=device)
+        """,
+    }
+    facts = project_facts(tmp_path, files, "train.py")
+    assert training_loaders(facts) == {5: [True]}
+
+
+def test_loader_built_by_a_factory_in_another_module(tmp_path):
+    files = {
+        "data.py": """\
+            from torch.utils.data import DataLoader
+
+            def build_loaders(cfg):
+                train = DataLoader(cfg.train, batch_size=cfg.bs, shuffle=True)
+                val = DataLoader(cfg.val, batch_size=cfg.bs)
+                return train, val
+        """,
+        "train.py": """\
+            from data import build_loaders
+
+            def main(cfg):
+                train_loader, val_loader = build_loaders(cfg)
+                for epoch in range(cfg.epochs):
+                    for batch in train_loader:
+                        model(batch).backward()
+                        opt.step()
+        """,
+    }
+    facts = project_facts(tmp_path, files, "data.py")
+    assert training_loaders(facts) == {4: [True]}
+
+
+def test_what_cannot_be_resolved_is_not_evidence(tmp_path):
+    files = {
+        "train.py": """\
+            from torch.utils.data import DataLoader
+            from somewhere_else import fit
+
+            loader = DataLoader(ds)
+            fit(model, loader)
+        """,
+    }
+    facts = project_facts(tmp_path, files, "train.py")
+    assert training_loaders(facts) == {}

@@ -1,0 +1,140 @@
+"""What a loader loads, and whether worker processes could load it.
+
+- The dataset's kind: map-style, an `IterableDataset` (sharded by `get_worker_info()` or not: an unsharded
+  one yields every sample once per worker), or an in-memory `TensorDataset` (workers only add overhead).
+- Whether the dataset, `collate_fn` and `worker_init_fn` pickle: a lambda or a function/class defined inside
+  another function does not, and worker processes started by spawn or forkserver (macOS, Windows, and the
+  Linux default from Python 3.14) need to pickle them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.facts.collect import ClassRecord
+from torchlint.facts.names import BindingKind, Scope, ScopeKind
+
+if TYPE_CHECKING:
+    from torchlint.facts.loaders import Loader
+    from torchlint.facts.module import ModuleFacts
+
+_ITERABLE = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"}
+_MAP = {"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"}
+_TENSOR = {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+_MAP_LIBRARIES = ("torchvision.datasets.", "datasets.")
+
+
+class DatasetKind(enum.Enum):
+    MAP = "map-style"
+    ITERABLE = "iterable, not sharded across workers"
+    ITERABLE_SHARDED = "iterable, sharded by get_worker_info()"
+    TENSOR = "in-memory TensorDataset"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Unpicklable:
+    what: str  # "collate_fn", "dataset"
+    why: str  # "a lambda", "`collate` is defined inside `main`"
+
+
+class DatasetAnalysis:
+    def __init__(self, facts: ModuleFacts) -> None:
+        self.facts = facts
+
+    def kind(self, loader: Loader) -> DatasetKind:
+        option = loader.option("dataset")
+        if option is None or not isinstance(option.node, cst.Arg):
+            return DatasetKind.UNKNOWN
+        return self.kind_of(option.node.value, loader.scope)
+
+    def kind_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
+        if depth > 6:
+            return DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Name):
+            bindings = [
+                b for b in scope.lookup(expr.value) if b.kind is BindingKind.ASSIGN and b.value is not None
+            ]
+            kinds = {self.kind_of(b.value, b.scope, depth + 1) for b in bindings if b.index is None}  # type: ignore[arg-type]
+            return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Attribute):  # self.train_set
+            owner = self.facts.class_of_method_scope(scope)
+            if owner is not None and isinstance(expr.value, cst.Name) and expr.value.value == owner[1]:
+                values = owner[0].attributes.get(expr.attr.value, [])
+                kinds = {self.kind_of(v, s, depth + 1) for v, s in values}
+                return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
+            return DatasetKind.UNKNOWN
+        if not isinstance(expr, cst.Call):
+            return DatasetKind.UNKNOWN
+        return self.class_kind(expr.func, scope, depth)
+
+    def class_kind(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
+        qualname = self.facts.qualname(func, scope) or ""
+        if qualname in _TENSOR:
+            return DatasetKind.TENSOR
+        if qualname in _ITERABLE:
+            return DatasetKind.ITERABLE
+        if qualname in _MAP or qualname.startswith(_MAP_LIBRARIES):
+            return DatasetKind.MAP
+        found = self.facts.resolve_class(func, scope)
+        if found is None or depth > 6:
+            return DatasetKind.UNKNOWN
+        facts, cls = found
+        for base in cls.node.bases:
+            kind = facts.datasets.class_kind(base.value, cls.scope, depth + 1)
+            if kind is DatasetKind.ITERABLE:
+                return DatasetKind.ITERABLE_SHARDED if facts.datasets._shards(cls) else kind
+            if kind is not DatasetKind.UNKNOWN:
+                return kind
+        if "__getitem__" in cls.methods:
+            return DatasetKind.MAP
+        return DatasetKind.UNKNOWN
+
+    def _shards(self, cls: ClassRecord) -> bool:
+        """Does the class consult `get_worker_info()` (in `__iter__` or anything it calls)?"""
+        for method in cls.methods.values():
+            for call in method.calls:
+                name = self.facts.qualname(call.node.func, call.scope) or self.facts.code(call.node.func)
+                if name.endswith("get_worker_info"):
+                    return True
+        return False
+
+    # -- pickling ----------------------------------------------------------------------------------------
+
+    def unpicklable(self, loader: Loader) -> list[Unpicklable]:
+        found = []
+        for name in ("dataset", "collate_fn", "worker_init_fn", "sampler", "batch_sampler"):
+            option = loader.option(name)
+            if option is None or not isinstance(option.node, cst.Arg):
+                continue
+            why = self._why_unpicklable(option.node.value, loader.scope)
+            if why:
+                found.append(Unpicklable(name, why))
+        return found
+
+    def _why_unpicklable(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        if isinstance(expr, cst.Lambda):
+            return "a lambda"
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Call):
+            callee = self.facts.qualname(expr.func, scope) or ""
+            if callee == "functools.partial" and expr.args:
+                return self._why_unpicklable(expr.args[0].value, scope, depth + 1)
+            local = self.facts.local_class(expr.func, scope)
+            if local is not None and local.scope.kind is ScopeKind.FUNCTION:
+                return f"`{local.name}` is a class defined inside a function"
+            return None
+        if isinstance(expr, cst.Name):
+            for binding in scope.lookup(expr.value):
+                if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
+                    return f"`{expr.value}` is defined inside a function"
+                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                    why = self._why_unpicklable(binding.value, binding.scope, depth + 1)
+                    if why:
+                        return why
+        return None
