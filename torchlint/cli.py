@@ -7,7 +7,6 @@ never masks.
 
 from __future__ import annotations
 
-import difflib
 import sys
 from pathlib import Path
 
@@ -108,6 +107,7 @@ def check(
 
 
 def _report(outcome, options, output_format: str, quiet: bool) -> None:
+    from torchlint.fixer import unified_diff
     from torchlint.report import REPORTERS
 
     for message in outcome.warnings:
@@ -116,14 +116,10 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
         click.echo(f"error: {message}", err=True)
     if options.diff:
         for path, before, after in outcome.diffs:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
-                )
-            )
+            sys.stdout.write(unified_diff(path, before, after))
+        sys.stdout.flush()
         if not quiet:
-            count = outcome.fixed
-            click.echo(f"Would fix {count} finding{'s' if count != 1 else ''}.", err=True)
+            click.echo(_diff_summary(outcome), err=True)
         return
     REPORTERS[output_format](outcome.diagnostics, outcome.sources, sys.stdout)
     if quiet or output_format == "json":
@@ -131,29 +127,49 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
     click.echo(_summary(outcome, options))
 
 
-def _summary(outcome, options) -> str:
-    from torchlint.diagnostics import Applicability
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
+
+def _summary(outcome, options) -> str:
+    """ruff's summary: what was found, what was fixed, what `--fix` / `--unsafe-fixes` would still do."""
     remaining = len(outcome.diagnostics)
-    plural = "s" if remaining != 1 else ""
+    lines = []
     if options.fix and outcome.fixed:
         total = remaining + outcome.fixed
-        head = f"Found {total} finding{'s' if total != 1 else ''} ({outcome.fixed} fixed, {remaining} remaining)."
-    elif remaining == 0:
-        return "All checks passed!"
-    else:
-        head = f"Found {remaining} finding{plural}."
-    safe = sum(1 for d in outcome.diagnostics if d.fix and d.fix.applicability is Applicability.SAFE)
-    unsafe = sum(1 for d in outcome.diagnostics if d.fix and d.fix.applicability is Applicability.UNSAFE)
-    lines = [head]
-    if options.unsafe_fixes:
-        safe, unsafe = safe + unsafe, 0
-    if safe and not options.fix:
-        extra = f" ({unsafe} more with `--unsafe-fixes`)" if unsafe else ""
-        lines.append(f"[*] {safe} fixable with the `--fix` option{extra}.")
-    elif unsafe:
-        lines.append(f"{unsafe} more fixable with `--fix --unsafe-fixes`.")
+        lines.append(
+            f"Found {_plural(total, 'finding')} ({outcome.fixed} fixed, {remaining} remaining)."
+        )
+    elif remaining:
+        lines.append(f"Found {_plural(remaining, 'finding')}.")
+    elif not outcome.files_failed:
+        lines.append("All checks passed!")
+    applicable, hidden = outcome.fixable, outcome.hidden_fixes
+    hint = f"{_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with the `--unsafe-fixes` option"
+    if applicable and hidden:
+        lines.append(f"[*] {applicable} fixable with the `--fix` option ({hint}).")
+    elif applicable:
+        lines.append(f"[*] {applicable} fixable with the `--fix` option.")
+    elif hidden:
+        lines.append(f"No fixes available ({hint}).")
+    if outcome.files_failed:
+        verb = "fixed" if options.fix else "checked"
+        lines.append(
+            f"{_plural(len(outcome.files_failed), 'file')} could not be {verb} (see the errors above)."
+        )
     return "\n".join(lines)
+
+
+def _diff_summary(outcome) -> str:
+    hidden = outcome.hidden_fixes
+    extra = (
+        f" ({_plural(hidden, 'additional fix', 'additional fixes')} available with `--unsafe-fixes`)"
+        if hidden
+        else ""
+    )
+    if outcome.fixed:
+        return f"Would fix {_plural(outcome.fixed, 'finding')}{extra}."
+    return f"No findings would be fixed{extra}."
 
 
 @main.command("rules")

@@ -33,38 +33,39 @@ class Applied:
 
 def apply(text: str, fixes: list[Fix]) -> Applied:
     order = sorted(range(len(fixes)), key=lambda i: _first_offset(fixes[i]))
-    kept_edits: list[Edit] = []
+    kept_edits: list[Edit] = []  # the kept fixes' own edits
+    kept_needed: dict[str, Edit] = {}  # shared edits the kept fixes need (imports to add), once per key
     applied: list[int] = []
     skipped: list[int] = []
-    shared: dict[str, list[Edit]] = defaultdict(list)
+    optional: dict[str, list[Edit]] = defaultdict(list)  # quorum edits, by key, one per kept fix
     for index in order:
         edits = fixes[index].edits
         own = [e for e in edits if e.key is None]
-        # Shared edits this fix needs and that no kept fix brought yet (an import to add, not one to drop).
-        needed = [e for e in edits if e.key is not None and e.quorum <= 1 and e.key not in shared]
-        needed = list({e.key: e for e in needed}.values())
+        needed = {e.key: e for e in edits if _is_needed(e) and e.key not in kept_needed}
+        taken = [*kept_edits, *kept_needed.values()]
         if (
             any(_overlaps(a, b) for i, a in enumerate(own) for b in own[i + 1 :])
-            or any(_overlaps(e, k) for e in own for k in kept_edits)
-            or any(_overlaps(e, k) for e in needed for k in (*kept_edits, *own))
-            or any(_overlaps(e, k) for e in needed for k in _kept_shared(shared))
+            or any(_overlaps(e, k) for e in own for k in taken)
+            or any(_overlaps(e, k) for e in needed.values() for k in (*taken, *own))
         ):
             skipped.append(index)
             continue
         kept_edits.extend(own)
+        kept_needed.update(needed)  # type: ignore[arg-type]
         applied.append(index)
         for edit in edits:
-            if edit.key is not None:
-                shared[edit.key].append(edit)
+            if edit.key is not None and not _is_needed(edit):
+                optional[edit.key].append(edit)
+    kept_edits.extend(kept_needed.values())
 
     drops: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for key, carried in shared.items():
+    for key, carried in optional.items():
         edit = carried[0]
         if len(carried) < edit.quorum:
             continue
         if key.startswith("drop:"):
             drops[(edit.start, edit.end)].add(key.split(":", 2)[2])
-        else:  # checked against every kept edit when its first fix was kept
+        elif not any(_overlaps(edit, k) for k in kept_edits):
             kept_edits.append(edit)
     for (start, end), names in sorted(drops.items()):
         edit = Edit(start, end, remove_bound_names(text[start:end], names))
@@ -74,8 +75,9 @@ def apply(text: str, fixes: list[Fix]) -> Applied:
     return Applied(_render(text, kept_edits), tuple(sorted(applied)), tuple(sorted(skipped)))
 
 
-def _kept_shared(shared: dict[str, list[Edit]]) -> list[Edit]:
-    return [carried[0] for carried in shared.values() if carried[0].quorum <= 1]
+def _is_needed(edit: Edit) -> bool:
+    """A shared edit its fix cannot do without (adding an import), as opposed to an optional clean-up."""
+    return edit.key is not None and edit.quorum <= 1 and not edit.key.startswith("drop:")
 
 
 def _render(text: str, edits: list[Edit]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
@@ -35,8 +37,9 @@ class InternalError(Exception):
 class Linter:
     """Rules instantiated once per distinct settings, so per-rule options are read once."""
 
-    def __init__(self) -> None:
-        self.rule_classes = registered_rules()
+    def __init__(self, rule_classes: dict[str, type[Rule]] | None = None) -> None:
+        # `rule_classes` replaces the registered rules (tests use it for rules that must not be registered).
+        self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
         self._projects: dict[Path, Project] = {}
 
@@ -89,30 +92,88 @@ class Linter:
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
         return _finish(found, text)
 
-    def fix_text(
-        self, path: str, text: str, settings: Settings, unsafe: bool
-    ) -> tuple[str, int, list[Diagnostic]]:
-        """(fixed text, number of fixes applied, diagnostics remaining in the fixed text)."""
-        compiled = _compiles(text, path)
-        fixed = 0
+    def fix_text(self, path: str, text: str, settings: Settings, unsafe: bool) -> FixResult:
+        """Check and fix until nothing changes, at most MAX_FIX_PASSES times.
+
+        Each pass applies the fixes whose edits do not overlap (`fixer.apply`), then re-checks the result.
+        A result that stops compiling (CPython's `compile()` or LibCST) while the original compiled is
+        refused: InternalError naming the rule(s) and the file. When the passes run out, or a pass brings
+        back a text seen before (fixes undoing each other), the loop stops and says so in `warnings`.
+        Unpacks as `(text, fixed, diagnostics)`.
+        """
+        original = text
         diagnostics = self.check_text(path, text, settings)
+        result = FixResult(text, 0, diagnostics, initial=diagnostics)
+        seen = {text}
+        compiled: bool | None = None  # computed only once there is something to apply
         for _ in range(MAX_FIX_PASSES):
             fixable = [d for d in diagnostics if d.fix and d.fix.applicability.allowed(unsafe)]
             if not fixable:
-                break
-            result = apply(text, [d.fix for d in fixable])  # type: ignore[misc]
-            if result.text == text:
-                break
-            if compiled and not _compiles(result.text, path):
-                codes = sorted({fixable[i].code for i in result.applied})
+                return result
+            fixes = [d.fix for d in fixable]
+            try:
+                applied = apply(text, fixes)  # type: ignore[arg-type]
+            except Exception as error:  # noqa: BLE001 - a bug in the fixer must not take the run down
+                codes = ", ".join(sorted({d.code for d in fixable}))
+                raise InternalError(f"applying fixes by {codes} crashed on {path}: {error!r}") from error
+            if applied.text == text:
+                return result
+            if compiled is None:
+                compiled = _compiles(original, path)
+            if compiled and not _compiles(applied.text, path):
+                codes = _breaking_codes(text, path, fixable, applied.applied)
                 raise InternalError(
                     f"a fix by {', '.join(codes)} would break {path} (the result does not compile); "
                     "the file was left as it was"
                 )
-            fixed += len(result.applied)
-            text = result.text
+            if applied.text in seen:
+                codes = sorted({fixable[i].code for i in applied.applied})
+                result.warnings.append(
+                    f"{path}: fixes by {', '.join(codes)} undo each other; stopped (this is a bug in "
+                    "torchlint, please report it)"
+                )
+                return result
+            seen.add(applied.text)
+            text = applied.text
             diagnostics = self.check_text(path, text, settings)
-        return text, fixed, diagnostics
+            result.text, result.diagnostics = text, diagnostics
+            result.fixed += len(applied.applied)
+            for i in applied.applied:
+                result.fixed_codes[fixable[i].code] = result.fixed_codes.get(fixable[i].code, 0) + 1
+        left = sorted({d.code for d in diagnostics if d.fix and d.fix.applicability.allowed(unsafe)})
+        if left:
+            result.warnings.append(
+                f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes; still fixable: "
+                f"{', '.join(left)} (this is a bug in torchlint, please report it)"
+            )
+        return result
+
+
+@dataclass
+class FixResult:
+    """What `Linter.fix_text` did to one text; unpacks as `(text, fixed, diagnostics)`."""
+
+    text: str  # the fixed text (the given one when nothing applied)
+    fixed: int  # fixes applied, over all passes
+    diagnostics: list[Diagnostic]  # what remains in `text`
+    initial: list[Diagnostic] = field(default_factory=list)  # what the given text had
+    fixed_codes: dict[str, int] = field(default_factory=dict)  # fixes applied, by rule code
+    warnings: list[str] = field(default_factory=list)  # a fixpoint that was not reached
+
+    def __iter__(self) -> Iterator:
+        return iter((self.text, self.fixed, self.diagnostics))
+
+
+def _breaking_codes(text: str, path: str, fixable: list[Diagnostic], applied: tuple[int, ...]) -> list[str]:
+    """The rules whose fix alone breaks `text`; all of the pass's rules when only their combination does."""
+    alone = sorted(
+        {
+            fixable[i].code
+            for i in applied
+            if not _compiles(apply(text, [fixable[i].fix]).text, path)  # type: ignore[list-item]
+        }
+    )
+    return alone or sorted({fixable[i].code for i in applied})
 
 
 def _finish(found: list[Diagnostic], text: str) -> list[Diagnostic]:

@@ -1,7 +1,8 @@
 """A whole run over paths: discover, check (and fix) every file, collect what the reporters need.
 
-Failures are per file: an unreadable file becomes a TL002 finding, a crash in a rule or a refused fix an
-error naming the file; the other files are still checked.
+Failures are per file: an unreadable file becomes a TL002 finding; a crash in a rule, a refused fix or a
+refused write an error naming the file (exit 2), which is then left as it was; the other files are still
+checked and fixed.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchlint.config import ConfigError, enabled_codes
-from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.files import MissingPath, SettingsResolver, discover
-from torchlint.linter import InternalError, Linter, UnsupportedSyntax, io_error
+from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
+from torchlint.files import MissingPath, SettingsResolver, Target, discover
+from torchlint.linter import InternalError, Linter, io_error
 from torchlint.source import SourceError, SourceFile
+from torchlint.writing import WriteRefused
 
 
 @dataclass
@@ -31,16 +33,21 @@ class RunOptions:
 class Outcome:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: dict[str, LineIndex] = field(default_factory=dict)
-    fixed: int = 0
+    fixed: int = 0  # fixes applied (written, or shown with --diff)
     diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (path, before, after)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     files_checked: int = 0
+    files_fixed: list[str] = field(default_factory=list)  # written (or, with --diff, that would be)
+    files_failed: list[str] = field(default_factory=list)  # left as they were because of an error
+    files_unwritten: list[str] = field(default_factory=list)  # of those: fixed, but refused on writing
+    fixable: int = 0  # remaining findings whose fix `--fix` would apply (with each file's settings)
+    hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
 
 
-def run(options: RunOptions) -> Outcome:
+def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
     outcome = Outcome()
-    linter = Linter()
+    linter = linter or Linter()
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
@@ -71,25 +78,25 @@ def run(options: RunOptions) -> Outcome:
         unsafe = options.unsafe_fixes or settings.unsafe_fixes
         try:
             if options.fix or options.diff:
-                text, fixed, diagnostics = linter.fix_text(target.display, source.text, settings, unsafe)
-                if text != source.text:
-                    outcome.fixed += fixed
-                    if options.diff:
-                        outcome.diffs.append((target.display, source.text, text))
-                    else:
-                        _write(source, text)
+                text, diagnostics = _fix_one(linter, target, source, options, unsafe, outcome)
             else:
                 text = source.text
                 diagnostics = linter.check_text(target.display, text, settings)
-        except UnsupportedSyntax as error:
-            outcome.warnings.append(str(error))
-            continue
         except InternalError as error:
             outcome.errors.append(f"internal error: {error}")
+            outcome.files_failed.append(target.display)
             continue
-        except OSError as error:
-            outcome.errors.append(f"{target.display}: cannot write: {error.strerror or error}")
+        except Exception as error:  # noqa: BLE001 - one file failing must not stop the others
+            outcome.errors.append(f"internal error: {target.display}: {error!r}")
+            outcome.files_failed.append(target.display)
             continue
+        for diagnostic in diagnostics:
+            if diagnostic.fix is None or diagnostic.fix.applicability is Applicability.DISPLAY_ONLY:
+                continue
+            if diagnostic.fix.applicability.allowed(unsafe):
+                outcome.fixable += 1
+            else:
+                outcome.hidden_fixes += 1
         if diagnostics:
             outcome.diagnostics.extend(diagnostics)
             outcome.sources[target.display] = LineIndex(text)
@@ -97,8 +104,38 @@ def run(options: RunOptions) -> Outcome:
     return outcome
 
 
-def _write(source: SourceFile, text: str) -> None:
-    current = source.path.read_bytes()
-    if current != source.raw:
-        raise OSError(f"{source.path} changed on disk while it was being fixed; not written")
-    source.write(text)
+def _fix_one(
+    linter: Linter,
+    target: Target,
+    source: SourceFile,
+    options: RunOptions,
+    unsafe: bool,
+    outcome: Outcome,
+) -> tuple[str, list[Diagnostic]]:
+    """Fix one file (write it, or record its diff); the text and the findings to report for it.
+
+    A refused result (InternalError from the fixer) or a refused write leaves the file as it was: it is
+    reported as an error and its findings are those of the original text.
+    """
+    try:
+        result = linter.fix_text(target.display, source.text, target.settings, unsafe)
+    except InternalError as error:
+        outcome.errors.append(f"internal error: {error}")
+        outcome.files_failed.append(target.display)
+        return source.text, linter.check_text(target.display, source.text, target.settings)
+    outcome.warnings.extend(result.warnings)
+    if result.text == source.text:
+        return result.text, result.diagnostics
+    if options.diff:
+        outcome.diffs.append((target.display, source.text, result.text))
+    else:
+        try:
+            source.write(result.text)
+        except WriteRefused as refused:
+            outcome.errors.append(f"{target.display}: not written: {refused}")
+            outcome.files_failed.append(target.display)
+            outcome.files_unwritten.append(target.display)
+            return source.text, result.initial
+    outcome.fixed += result.fixed
+    outcome.files_fixed.append(target.display)
+    return result.text, result.diagnostics

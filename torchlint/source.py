@@ -7,8 +7,6 @@ fixed file is re-encoded exactly as it came.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,17 +64,7 @@ class SourceFile:
         return (b"\xef\xbb\xbf" if self.bom else b"") + text.encode(self.encoding)
 
     def write(self, text: str) -> None:
-        """Write atomically (a temp file in the same folder, then rename), keeping the mode."""
-        data = self.encode(text)
-        target = self.path.resolve()  # through a symlink, the file it points at
-        mode = target.stat().st_mode & 0o7777
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".torchlint", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.chmod(temp, mode)
-            os.replace(temp, target)
-        except BaseException:
-            if os.path.exists(temp):
-                os.unlink(temp)
-            raise
+        """Write `text` back, re-encoded like this file; see `torchlint.writing` (raises WriteRefused)."""
+        from torchlint.writing import write_source
+
+        write_source(self, text)

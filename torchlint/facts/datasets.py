@@ -103,6 +103,45 @@ class DatasetAnalysis:
                     return True
         return False
 
+    def samples_on_cpu(self, loader: Loader) -> bool | None:
+        """True when the dataset's class is known and never moves samples to a device (pinning is safe);
+        False when it does (`.cuda()`/`.to(device)` in its methods: pinning would raise); None: unknown."""
+        option = loader.option("dataset")
+        if option is None or not isinstance(option.node, cst.Arg):
+            return None
+        return self._class_on_cpu(option.node.value, loader.scope)
+
+    def _class_on_cpu(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool | None:
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            values = [
+                b for b in scope.lookup(expr.value) if b.kind is BindingKind.ASSIGN and b.value is not None
+            ]
+            if len(values) == 1 and values[0].index is None:
+                return self._class_on_cpu(values[0].value, values[0].scope, depth + 1)  # type: ignore[arg-type]
+            return None
+        if not isinstance(expr, cst.Call):
+            return None
+        found = self.facts.resolve_class(expr.func, scope)
+        if found is None:
+            return None
+        facts, cls = found
+        for method in cls.methods.values():
+            for call in method.calls:
+                func = call.node.func
+                if not isinstance(func, cst.Attribute):
+                    continue
+                if func.attr.value == "cuda":
+                    return False
+                if func.attr.value == "to" and call.node.args:
+                    target = call.node.args[0].value
+                    if facts.devices.device_of(target, call.scope).may_be_cuda:
+                        return False
+                    if "device" in facts.code(target).lower():
+                        return False
+        return True
+
     # -- pickling ----------------------------------------------------------------------------------------
 
     def unpicklable(self, loader: Loader) -> list[Unpicklable]:

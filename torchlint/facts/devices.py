@@ -150,6 +150,10 @@ class DeviceAnalysis:
                     reason = f"`{self.facts.code(node)}`"
                 elif callee.endswith("init_process_group") and "nccl" in self.facts.code(node):
                     found, reason = Device.CUDA, "the nccl backend"
+                elif callee.split(".")[0] in ("lightning", "pytorch_lightning") and callee.endswith(
+                    "Trainer"
+                ):
+                    found, reason = self._lightning_trainer(node, call.scope), "Lightning `Trainer(...)`"
             for arg in node.args:
                 if (
                     arg.keyword is not None
@@ -161,6 +165,18 @@ class DeviceAnalysis:
             if found > best.device:
                 best = DeviceEvidence(found, node, reason)
         return best
+
+    def _lightning_trainer(self, call: cst.Call, scope: Scope) -> Device:
+        """Lightning's Trainer picks the GPU when there is one, unless told `accelerator="cpu"`."""
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "accelerator":
+                ok, value = literal_of(arg.value)
+                if not ok:
+                    return Device.UNKNOWN
+                if value in ("gpu", "cuda"):
+                    return Device.CUDA
+                return Device.CUDA_WHEN_AVAILABLE if value == "auto" else Device.CPU
+        return Device.CUDA_WHEN_AVAILABLE
 
     def _is_module(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         root = expr

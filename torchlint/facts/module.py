@@ -34,10 +34,10 @@ from torchlint.facts.collect import (
     LoopRecord,
 )
 from torchlint.facts.datasets import DatasetAnalysis
-from torchlint.facts.devices import DeviceAnalysis, DeviceEvidence
+from torchlint.facts.devices import Device, DeviceAnalysis, DeviceEvidence
 from torchlint.facts.loaders import LOADER_CLASSES, Loader, Option, build_loader, call_options
 from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
-from torchlint.facts.training import LoaderUse, TrainingAnalysis
+from torchlint.facts.training import ExternalSource, LoaderUse, TrainingAnalysis
 from torchlint.facts.values import Evaluator
 
 if TYPE_CHECKING:
@@ -400,6 +400,40 @@ class ModuleFacts:
     @cached_property
     def device(self) -> DeviceEvidence:
         return self.devices.module_evidence()
+
+    def training_device(self, loader: Loader) -> Device:
+        """The strongest device evidence of this module and of the modules that train with `loader`."""
+        modules = [self, *(use.module for use in self.loader_uses(loader))]
+        return max(module.device.device for module in modules)
+
+    def runs_under_main_guard(self, loader: Loader) -> bool:
+        """Whether the script that builds or trains with `loader` guards its entry point."""
+        return self.has_main_guard or any(use.module.has_main_guard for use in self.loader_uses(loader))
+
+    def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
+        """The loaders of this module a training loop iterates (directly or through parameters)."""
+        found: list[Loader] = []
+        for source, _ in self.training.iterated(loop):
+            for traced, _ in self.training.trace([source], False):
+                if isinstance(traced, ExternalSource):  # built by a factory in another file
+                    found += [x for x in self._external_loaders(traced) if x not in found]
+                elif isinstance(traced, Loader) and traced not in found:
+                    found.append(traced)
+        return found
+
+    def _external_loaders(self, source: ExternalSource) -> list[Loader]:
+        if self.project is None:
+            return []
+        other = self.project.facts_for(Path(source.path))
+        function = other.top_level_function(source.function) if other is not None else None
+        if other is None or function is None:
+            return []
+        return [
+            loader
+            for returned in function.returns
+            for loader in other.training.sources(returned, function.scope, source.index)
+            if isinstance(loader, Loader)
+        ]
 
     # -- positions and text -----------------------------------------------------------------------------
 

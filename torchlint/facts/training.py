@@ -14,7 +14,7 @@ the loop count too: a `train_dataloader()` method (Lightning) and `trainer.fit(m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -45,14 +45,16 @@ MAX_DEPTH = 6
 
 @dataclass(frozen=True)
 class LoaderUse:
-    """A loader iterated for training: where, and whether once per epoch."""
+    """A loader iterated for training: where, in which module, and whether once per epoch."""
 
     where: cst.CSTNode  # the training loop, the call that leads to it, or the framework hook
-    path: str  # the file that holds `where`
+    module: ModuleFacts = field(compare=False)  # the module that holds `where`
     per_epoch: bool
-    how: (
-        str  # for people: "for loop", "train_one_epoch(...) in an epoch loop", "Lightning train_dataloader()"
-    )
+    how: str  # for people: "a training loop", "`train_one_epoch(...)` in engine.py"
+
+    @property
+    def path(self) -> str:
+        return self.module.path
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ class TrainingAnalysis:
 
     # -- the answers rules need -------------------------------------------------------------------------
 
-    def _trace(self, sources, per_epoch: bool, depth: int = 0):
+    def trace(self, sources, per_epoch: bool, depth: int = 0):
         """Every source on the way up from what a loop iterates, through parameters to callers' arguments."""
         for source in sources:
             yield source, per_epoch
@@ -238,7 +240,7 @@ class TrainingAnalysis:
                     argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
-                        yield from self._trace(self.sources(argument, call.scope), outer, depth + 1)
+                        yield from self.trace(self.sources(argument, call.scope), outer, depth + 1)
 
     def _training_sources(self) -> list[tuple[Source, bool, cst.CSTNode, str]]:
         """(source, per epoch, where, how) for everything this module iterates for training (memoised)."""
@@ -252,7 +254,7 @@ class TrainingAnalysis:
         for loop in self.training_loops:
             around = loop.parent is not None
             for source, again in self.iterated(loop):
-                for found, per_epoch in self._trace([source], around or again):
+                for found, per_epoch in self.trace([source], around or again):
                     yield found, per_epoch, loop.node, "a training loop"
         for call in facts.calls:  # calls into other modules' training functions
             target = facts.callee(call)
@@ -264,12 +266,12 @@ class TrainingAnalysis:
                 if argument is not None:
                     per_epoch = per_epoch_inside or call.loop is not None
                     how = f"`{function.name}(...)` in {other.path}"
-                    for found, outer in self._trace(self.sources(argument, call.scope), per_epoch):
+                    for found, outer in self.trace(self.sources(argument, call.scope), per_epoch):
                         yield found, outer, call.node, how
         for function in facts.functions:  # Lightning: the framework iterates it every epoch
             if function.owner is not None and function.name == "train_dataloader":
                 for returned in function.returns:
-                    for found, _ in self._trace(self.sources(returned, function.scope), True):
+                    for found, _ in self.trace(self.sources(returned, function.scope), True):
                         yield found, True, function.node, "Lightning `train_dataloader()`"
         for call in facts.calls:  # trainer.fit(model, train_loader)
             func = call.node.func
@@ -279,7 +281,7 @@ class TrainingAnalysis:
                         arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
                     )
                     if keyword in ("train_dataloaders", "train_dataloader"):
-                        for found, _ in self._trace(self.sources(arg.value, call.scope), True):
+                        for found, _ in self.trace(self.sources(arg.value, call.scope), True):
                             yield found, True, call.node, "`trainer.fit(...)`"
 
     def param_uses(self, function: FunctionRecord) -> dict[str, bool]:
@@ -302,11 +304,11 @@ class TrainingAnalysis:
             if key in seen:
                 previous = found[seen[key]]
                 found[seen[key]] = LoaderUse(
-                    where, previous.path, previous.per_epoch or per_epoch, previous.how
+                    where, previous.module, previous.per_epoch or per_epoch, previous.how
                 )
                 continue
             seen[key] = len(found)
-            found.append(LoaderUse(where, self.facts.path, per_epoch, how))
+            found.append(LoaderUse(where, self.facts, per_epoch, how))
         for loader_call_id, external_uses in self.facts.uses_from_importers().items():
             uses.setdefault(loader_call_id, []).extend(external_uses)
         return uses
@@ -314,7 +316,7 @@ class TrainingAnalysis:
     def external_training_sources(self) -> list[tuple[ExternalSource, LoaderUse]]:
         """Values returned by other modules' functions that this module iterates for training."""
         return [
-            (source, LoaderUse(where, self.facts.path, per_epoch, how))
+            (source, LoaderUse(where, self.facts, per_epoch, how))
             for source, per_epoch, where, how in self._training_sources()
             if isinstance(source, ExternalSource)
         ]

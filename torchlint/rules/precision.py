@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
+from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.edits import EditError, add_import, drop_import, replace_node
 from torchlint.facts import BindingKind, ModuleFacts, Reference
 from torchlint.rules.base import FixAvailability, Rule
@@ -118,7 +119,7 @@ class _DeprecatedAmpRule(Rule):
             return ref.call, ref.call.with_changes(func=callee, args=args)
         if ref.decorator is not None and new.device_keyword:
             # `@torch.cuda.amp.custom_fwd` becomes `@torch.amp.custom_fwd(device_type="cuda")`
-            call = cst.Call(callee, args=[_keyword(new.device_keyword, device)])
+            call = cst.Call(callee, args=[keyword_argument(new.device_keyword, device)])
             return ref.expr, call
         if ref.in_annotation:
             return ref.expr, callee  # a type is a type: `torch.amp.GradScaler` is its base class
@@ -142,15 +143,6 @@ class _DeprecatedAmpRule(Rule):
         return drop_import(facts, bindings[0])
 
 
-def _keyword(name: str, value: cst.BaseExpression) -> cst.Arg:
-    no_space = cst.SimpleWhitespace("")
-    return cst.Arg(
-        value,
-        keyword=cst.Name(name),
-        equal=cst.AssignEqual(whitespace_before=no_space, whitespace_after=no_space),
-    )
-
-
 def _rewrite_arguments(call: cst.Call, device: cst.SimpleString, new: Deprecated) -> Sequence[cst.Arg] | None:
     """The new argument list, with each argument keeping its meaning; None when that cannot be known."""
     args = list(call.args)
@@ -159,7 +151,7 @@ def _rewrite_arguments(call: cst.Call, device: cst.SimpleString, new: Deprecated
         at = len(positional)
         if any(a.star == "*" for a in args):
             return None
-        return _insert(call, args, at, _keyword(new.device_keyword, device))
+        return insert_argument(call, args, at, keyword_argument(new.device_keyword, device))
     if new.old_positional is not None:
         converted = []
         for index, arg in enumerate(args):
@@ -168,34 +160,10 @@ def _rewrite_arguments(call: cst.Call, device: cst.SimpleString, new: Deprecated
             if arg.keyword is None and not arg.star:
                 if index >= len(new.old_positional):
                     return None
-                arg = _keyword(new.old_positional[index], arg.value).with_changes(comma=arg.comma)
+                arg = keyword_argument(new.old_positional[index], arg.value).with_changes(comma=arg.comma)
             converted.append(arg)
         args = converted
-    return _insert(call, args, 0, cst.Arg(device))
-
-
-def _insert(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.Arg) -> list[cst.Arg]:
-    """Insert an argument, laid out like its neighbours (same line, or one per line)."""
-    if not args:
-        return [new_arg]
-    if at < len(args):
-        separator = call.whitespace_before_args if at == 0 else args[at - 1].comma
-        if isinstance(separator, cst.Comma):
-            separator = separator.whitespace_after
-        if isinstance(separator, cst.ParenthesizedWhitespace):  # one per line: a new line, no comment
-            separator = separator.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
-        else:
-            separator = cst.SimpleWhitespace(" ")
-        comma = cst.Comma(whitespace_after=separator)
-        return [*args[:at], new_arg.with_changes(comma=comma), *args[at:]]
-    last = args[-1]
-    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument goes after it, the same way
-        return [*args, new_arg.with_changes(comma=last.comma)]
-    return [
-        *args[:-1],
-        last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-        new_arg,
-    ]
+    return insert_argument(call, args, 0, cst.Arg(device))
 
 
 class DeprecatedAmpAutocast(_DeprecatedAmpRule):

@@ -1,0 +1,67 @@
+"""Time per file of LibCST parse + facts against a bare `libcst.parse_module`, on torch's own sources.
+
+Run: .venv/bin/python bench/facts_speed.py [--repeat 3]
+Prints files, lines, both timings (best of N) and the ratio; the target is within 2x. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import libcst as cst
+
+from torchlint.facts import ModuleFacts
+from torchlint.facts.training import batch_moves
+
+
+def sources() -> list[tuple[str, str]]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None, "torch must be installed for the benchmark"
+    root = Path(spec.origin).parent
+    found = []
+    for sub in ("nn", "optim", "utils"):
+        for path in sorted((root / sub).rglob("*.py")):
+            found.append((path.relative_to(root).as_posix(), path.read_text(encoding="utf-8")))
+    return found
+
+
+def analyse(path: str, text: str) -> None:
+    facts = ModuleFacts(path, text, cst.parse_module(text))
+    for loader in facts.loaders:  # every question the data-loading rules ask
+        facts.loader_uses(loader)
+        facts.datasets.kind(loader)
+        facts.datasets.unpicklable(loader)
+    for loop in facts.training.training_loops:
+        batch_moves(facts, loop)
+    _ = facts.device, facts.has_main_guard, facts.hf_training_arguments, facts.frameworks
+
+
+def best_of(repeat: int, work) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    files = sources()
+    lines = sum(text.count("\n") for _, text in files)
+    parse = best_of(args.repeat, lambda: [cst.parse_module(text) for _, text in files])
+    full = best_of(args.repeat, lambda: [analyse(path, text) for path, text in files])
+    print(f"files: {len(files)}, lines: {lines}")
+    print(f"libcst.parse_module:        {parse:7.2f} s  ({parse / len(files) * 1000:6.1f} ms/file)")
+    print(f"parse + facts (all queries): {full:7.2f} s  ({full / len(files) * 1000:6.1f} ms/file)")
+    print(f"ratio: {full / parse:.2f}x (target: within 2x)")
+
+
+if __name__ == "__main__":
+    main()

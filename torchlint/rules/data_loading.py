@@ -1,0 +1,275 @@
+"""Data loading (TL2xx): loaders that keep the accelerator waiting.
+
+Only loaders that feed a training loop are judged (an evaluation loader runs a fraction of the steps, and
+its batches are often cheap), and only on what the author fixed in the code: an option the user controls
+(argparse, a config object, a parameter, the environment) or sets on some paths only is their decision.
+Every finding sits on the `DataLoader(` call, in the file whose code the fix edits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from torchlint.arguments import with_argument
+from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from torchlint.edits import EditError, add_import, replace_node
+from torchlint.facts import ModuleFacts
+from torchlint.facts.datasets import DatasetKind
+from torchlint.facts.devices import Device
+from torchlint.facts.loaders import Loader, Option
+from torchlint.facts.training import batch_moves
+from torchlint.rules.base import FixAvailability, Rule
+
+# Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
+# affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
+# memory and start-up time faster than throughput for typical pipelines).
+WORKERS = 'min(8, max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1))'
+
+
+def _literal(option: Option | None) -> tuple[bool, object]:
+    """(True, value) when the option is set unconditionally to a constant in the code."""
+    if option is None or option.conditional or not option.value.is_literal:
+        return False, None
+    return True, option.value.literal
+
+
+def _missing(loader: Loader, name: str) -> bool:
+    """Not passed at all, and every `**kwargs` could be followed (so it really is missing)."""
+    return loader.option(name) is None and loader.complete
+
+
+def _workers_zero(loader: Loader) -> bool:
+    known, value = _literal(loader.option("num_workers"))
+    return _missing(loader, "num_workers") or (known and value == 0)
+
+
+class _LoaderRule(Rule):
+    def device(self, facts: ModuleFacts, loader: Loader) -> Device:
+        setting = self.settings.device
+        if setting == "cpu":
+            return Device.CPU
+        device = facts.training_device(loader)
+        if setting == "cuda" and device is Device.UNKNOWN:
+            return Device.CUDA
+        return device
+
+    def set_option(self, facts: ModuleFacts, loader: Loader, name: str, value: str) -> Edit | None:
+        """Set `name=value`: in the dict entry or argument that sets it now, else as a new keyword."""
+        option = loader.option(name)
+        new_value = cst.parse_expression(value)
+        try:
+            if option is not None and isinstance(option.node, cst.Arg) and option.node.keyword is not None:
+                return replace_node(facts, option.node.value, new_value)
+            if option is not None and isinstance(option.node, cst.DictElement):
+                return replace_node(facts, option.node.value, new_value)
+            if option is None and loader.complete:
+                return replace_node(facts, loader.call, with_argument(loader.call, name, new_value))
+        except EditError:
+            return None
+        return None
+
+    def finding_on_loader(self, facts: ModuleFacts, loader: Loader, message: str, fix: Fix | None):
+        return self.finding(facts, loader.call.func, message, fix)
+
+
+class DataLoaderWithoutWorkers(_LoaderRule):
+    code = "TL201"
+    name = "dataloader-without-workers"
+    fix_availability = FixAvailability.SOMETIMES
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for loader in facts.loaders:
+            if not facts.loader_uses(loader) or not _workers_zero(loader):
+                continue
+            if not self.device(facts, loader).may_be_cuda:
+                continue  # on the CPU, workers compete with the training process's own threads
+            kind = facts.datasets.kind(loader)
+            if kind in (DatasetKind.ITERABLE, DatasetKind.TENSOR):
+                continue  # unsharded: every worker would yield every sample; in memory: nothing to overlap
+            how = (
+                "without `num_workers` (default 0)"
+                if loader.option("num_workers") is None
+                else "with `num_workers=0`"
+            )
+            message = (
+                f"`{facts.code(loader.call.func)}` feeds training {how}: every batch is loaded in the "
+                "training process while the GPU waits"
+            )
+            yield self.finding_on_loader(facts, loader, *self._fix(facts, loader, message))
+
+    def _fix(self, facts: ModuleFacts, loader: Loader, message: str) -> tuple[str, Fix | None]:
+        problems = facts.datasets.unpicklable(loader)
+        if problems:
+            problem = problems[0]
+            return (
+                f"{message} (no automatic fix: `{problem.what}` is {problem.why}, which worker processes "
+                "started by spawn or forkserver cannot pickle)"
+            ), None
+        if not facts.runs_under_main_guard(loader):
+            return (
+                f'{message} (no automatic fix: the script has no `if __name__ == "__main__":` guard, which '
+                "worker processes started by spawn or forkserver need)"
+            ), None
+        edit = self.set_option(facts, loader, "num_workers", WORKERS)
+        if edit is None:
+            return message, None
+        edits = [edit]
+        if facts.name_for_module("os", loader.scope) != "os":
+            if not facts.name_is_free("os", loader.scope):
+                return message, None
+            edits.append(add_import(facts, "os"))
+        return message, Fix(
+            "Use one worker per available CPU but one (at most 8)", Applicability.UNSAFE, tuple(edits)
+        )
+
+
+class DataLoaderWithoutPinMemory(_LoaderRule):
+    code = "TL202"
+    name = "dataloader-without-pin-memory"
+    fix_availability = FixAvailability.SOMETIMES
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for loader in facts.loaders:
+            if not facts.loader_uses(loader):
+                continue
+            known, value = _literal(loader.option("pin_memory"))
+            if not (_missing(loader, "pin_memory") or (known and value is False)):
+                continue
+            device = self.device(facts, loader)
+            if not device.may_be_cuda:
+                continue
+            on_cpu = facts.datasets.samples_on_cpu(loader)
+            if on_cpu is False:
+                continue  # the dataset moves samples to the GPU itself: pinning would raise
+            message = (
+                f"`{facts.code(loader.call.func)}` feeds GPU training without `pin_memory=True`: every "
+                "host-to-device copy of a batch is synchronous"
+            )
+            yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, device, on_cpu))
+
+    def _fix(self, facts: ModuleFacts, loader: Loader, device: Device, on_cpu: bool | None) -> Fix | None:
+        edits: list[Edit] = []
+        if device is Device.CUDA:
+            value = "True"
+        else:
+            torch = facts.name_for_module("torch", loader.scope)
+            if torch is None:
+                if not facts.name_is_free("torch", loader.scope):
+                    return None
+                torch = "torch"
+                edits.append(add_import(facts, "torch"))
+            value = f"{torch}.cuda.is_available()"
+        edit = self.set_option(facts, loader, "pin_memory", value)
+        if edit is None:
+            return None
+        applicability = Applicability.SAFE if on_cpu else Applicability.UNSAFE
+        return Fix(f"Set `pin_memory={value}`", applicability, (edit, *edits))
+
+
+class DataLoaderWorkersNotPersistent(_LoaderRule):
+    code = "TL203"
+    name = "dataloader-workers-not-persistent"
+    fix_availability = FixAvailability.SOMETIMES
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for loader in facts.loaders:
+            if not any(use.per_epoch for use in facts.loader_uses(loader)):
+                continue
+            if not _missing(loader, "persistent_workers"):
+                continue
+            workers = loader.option("num_workers")
+            if workers is None or workers.conditional:
+                continue
+            known, value = _literal(workers)
+            if known and not (isinstance(value, int) and value > 0):
+                continue
+            if not known and not workers.value.is_user_controlled:
+                continue
+            message = (
+                f"`{facts.code(loader.call.func)}` is iterated every epoch with worker processes but without "
+                "`persistent_workers=True`: every epoch starts all of its workers again"
+            )
+            yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
+
+    def _fix(self, facts: ModuleFacts, loader: Loader, workers: Option, known: bool) -> Fix | None:
+        if known:
+            value = "True"
+        elif workers.via is None and workers.value.node is not None:
+            value = f"{facts.code(workers.value.node)} > 0"  # True with 0 workers raises ValueError
+        else:
+            return None
+        edit = self.set_option(facts, loader, "persistent_workers", value)
+        if edit is None:
+            return None
+        return Fix(f"Set `persistent_workers={value}`", Applicability.UNSAFE, (edit,))
+
+
+class DataLoaderInvalidWorkerOptions(_LoaderRule):
+    code = "TL204"
+    name = "dataloader-invalid-worker-options"
+    severity = Severity.ERROR
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for loader in facts.loaders:
+            callee = facts.code(loader.call.func)
+            known, workers = _literal(loader.option("num_workers"))
+            if known and isinstance(workers, int) and workers < 0:
+                yield self.finding_on_loader(
+                    facts, loader, f"`{callee}` with `num_workers={workers}` raises ValueError", None
+                )
+                continue
+            if not _workers_zero(loader):
+                continue
+            _, persistent = _literal(loader.option("persistent_workers"))
+            prefetch_known, prefetch = _literal(loader.option("prefetch_factor"))
+            if persistent is True:
+                yield self.finding_on_loader(
+                    facts,
+                    loader,
+                    f"`{callee}` with `persistent_workers=True` and no workers raises ValueError "
+                    '("persistent_workers option needs num_workers > 0")',
+                    None,
+                )
+            elif prefetch_known and prefetch is not None:
+                yield self.finding_on_loader(
+                    facts,
+                    loader,
+                    f"`{callee}` with `prefetch_factor={prefetch}` and no workers raises ValueError "
+                    "(prefetch_factor only applies to worker processes)",
+                    None,
+                )
+
+
+class BlockingHostToDeviceCopy(Rule):
+    code = "TL205"
+    name = "blocking-host-to-device-copy"
+    fix_availability = FixAvailability.SOMETIMES
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for loop in facts.training.training_loops:
+            pinned = [
+                loader
+                for loader in facts.loaders_of_loop(loop)
+                if _literal(loader.option("pin_memory")) == (True, True)
+            ]
+            if not pinned:
+                continue
+            for move in batch_moves(facts, loop):
+                if move.non_blocking is not None and _literal(move.non_blocking) != (True, False):
+                    continue  # non_blocking=True, or set by the user
+                method = move.call.func.attr.value  # type: ignore[attr-defined]
+                message = (
+                    f"`.{method}(...)` of a batch from a pinned loader without `non_blocking=True`: the copy "
+                    "blocks the training loop instead of overlapping with compute"
+                )
+                try:
+                    edit = replace_node(
+                        facts, move.call, with_argument(move.call, "non_blocking", cst.Name("True"))
+                    )
+                except EditError:
+                    yield self.finding(facts, move.call.func, message)
+                    continue
+                fix = Fix("Add `non_blocking=True`", Applicability.SAFE, (edit,))
+                yield self.finding(facts, move.call.func, message, fix)

@@ -1,0 +1,154 @@
+"""Writing a fixed source back: only when it is safe, and never half.
+
+`write_source(source, text)` writes `text` to the file `source` was read from, or raises `WriteRefused` and
+leaves the file exactly as it was. It:
+
+- re-encodes the way the file came (PEP 263 coding cookie, UTF-8 BOM); line endings are whatever the text
+  holds, and the text was decoded without newline translation, so CRLF stays CRLF. It refuses when the
+  original would not re-encode to its own bytes, since then bytes outside the fixes would change;
+- writes through a symlink to the file it points at (the link stays a link);
+- refuses a read-only file by its mode bits (as root, writing would succeed, and CI runs as root), and a file
+  whose content changed on disk since it was read (an editor saved it meanwhile);
+- replaces the file atomically (a temp file in the same folder, mode and owner copied, then a rename), except
+  a file with several hard links, which is rewritten in place so that every link sees the change;
+- leaves no temp file behind, whatever happens: SIGINT/SIGTERM/SIGHUP arriving while it writes are held back
+  until the file is either fully written or untouched, then delivered; any exception removes the temp file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchlint.source import SourceFile
+
+TEMP_SUFFIX = ".torchlint-tmp"
+_HELD_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+class WriteRefused(Exception):
+    """The fixed text was not written and the file is as it was; the message says why."""
+
+
+def write_source(source: SourceFile, text: str) -> None:
+    if source.encode(source.text) != source.raw:
+        raise WriteRefused(f"re-encoding as {source.encoding} would change bytes that no fix touched")
+    try:
+        data = source.encode(text)
+    except UnicodeEncodeError as error:
+        raise WriteRefused(
+            f"the fixed text cannot be encoded as {source.encoding} ({error.reason})"
+        ) from None
+    target = Path(os.path.realpath(source.path))  # through symlinks, the file itself
+    try:
+        info = os.stat(target)
+    except OSError as error:
+        raise WriteRefused(f"cannot stat: {error.strerror or error}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise WriteRefused("not a regular file")
+    if not info.st_mode & stat.S_IWUSR:
+        raise WriteRefused("the file is read-only (no write permission bit)")
+    if not os.access(target, os.W_OK):
+        raise WriteRefused("no permission to write the file")
+    with signals_held():
+        try:
+            current = target.read_bytes()
+        except OSError as error:
+            raise WriteRefused(f"cannot read it back: {error.strerror or error}") from None
+        if current != source.raw:
+            raise WriteRefused("the file changed on disk since it was read")
+        try:
+            if info.st_nlink > 1:
+                _rewrite_in_place(target, data, source.raw)
+            else:
+                _replace(target, data, info)
+        except OSError as error:
+            raise WriteRefused(f"cannot write: {error.strerror or error}") from None
+
+
+def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
+    """A temp file next to the target, with its mode and owner, renamed over it."""
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if hasattr(os, "chown") and (info.st_uid, info.st_gid) != _owner(temp):
+            with contextlib.suppress(OSError):  # only root may give a file away; then it stays ours
+                os.chown(temp, info.st_uid, info.st_gid)
+        os.chmod(temp, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _sync_folder(target.parent)
+
+
+def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:
+    """Overwrite and truncate the one inode all the hard links share; put the original back on failure."""
+    with open(target, "r+b") as handle:
+        try:
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                handle.seek(0)
+                handle.write(original)
+                handle.truncate()
+                handle.flush()
+            raise
+
+
+def _owner(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_uid, info.st_gid
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable; best effort (not every platform can open a folder)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP for the duration, then deliver those that arrived, once each.
+
+    Signal handlers can only be set from the main thread; elsewhere this does nothing (the callers clean up
+    on any exception anyway).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous: dict[int, object] = {}
+    for number in _HELD_SIGNALS:
+        try:
+            previous[number] = signal.signal(number, lambda signum, frame: arrived.append(signum))
+        except (ValueError, OSError):
+            continue
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)  # type: ignore[arg-type]
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)
