@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
 from torchlint.arguments import insert_argument, keyword_argument
+from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
 from torchlint.edits import EditError, add_import, drop_import, replace_node
 from torchlint.facts import BindingKind, ModuleFacts, Reference
 from torchlint.rules.base import FixAvailability, Rule

@@ -1,0 +1,563 @@
+"""Fixes you can trust: the pure `apply`, the fixpoint in `Linter.fix_text`, the CLI's --fix/--diff summary.
+
+The rules used for the fixer's mechanics are made here and never registered (a Rule subclass without a `code`
+in its class body is not registered; the code is set afterwards), so they cannot leak into other tests; the
+CLI tests register one for the duration of a test with monkeypatch.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support import FIXTURES, REPO, doc_sections, python_block, settings
+
+from torchlint.cli import main
+from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from torchlint.fixer import apply, unified_diff
+from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
+from torchlint.rules import base
+from torchlint.rules.base import Rule, registered_rules
+from torchlint.run import RunOptions, run
+
+SAFE, UNSAFE, DISPLAY = Applicability.SAFE, Applicability.UNSAFE, Applicability.DISPLAY_ONLY
+
+
+def text_rule(code: str, old: str, new: str, applicability: Applicability = SAFE) -> type[Rule]:
+    """A rule that reports every `old` in the text and offers to replace it with `new` (not registered)."""
+
+    def check(self, facts):
+        for match in re.finditer(re.escape(old), facts.text):
+            edit = Edit(match.start(), match.end(), new)
+            fix = Fix(f"Replace with `{new}`", applicability, (edit,))
+            yield Diagnostic(
+                self.code, self.name, f"`{old}` is slow", Severity.WARNING, facts.path, *match.span(), fix
+            )
+
+    cls = type(f"TextRule{code}", (Rule,), {"check": check})
+    cls.code, cls.name = code, f"test-{code.lower()}"
+    return cls
+
+
+def fix_with(rules: list[type[Rule]], source: str, unsafe: bool = True, path: str = "example.py"):
+    linter = Linter(rule_classes={rule.code: rule for rule in rules})
+    return linter.fix_text(path, source, settings(), unsafe)
+
+
+def test_test_rules_are_not_registered():
+    text_rule("TL981", "a", "b")
+    assert "TL981" not in registered_rules()
+
+
+# -- apply: the pure part ---------------------------------------------------------------------------------
+
+
+def test_non_overlapping_fixes_are_applied_together():
+    text = "a = slow(1) + slow(2)\n"
+    fixes = [Fix("t", SAFE, (Edit(4, 8, "fast"),)), Fix("t", SAFE, (Edit(14, 18, "fast"),))]
+    result = apply(text, fixes)
+    assert result.text == "a = fast(1) + fast(2)\n"
+    assert (result.applied, result.skipped) == ((0, 1), ())
+
+
+def test_overlapping_fix_is_skipped_for_a_later_pass():
+    text = "f(g(x))\n"
+    outer = Fix("outer", SAFE, (Edit(0, 7, "F(g(x))"),))
+    inner = Fix("inner", SAFE, (Edit(2, 6, "G(x)"),))
+    result = apply(text, [inner, outer])
+    assert (result.text, result.applied, result.skipped) == ("F(g(x))\n", (1,), (0,))
+
+
+def test_shared_import_is_added_once():
+    text = "import os\nx = a\ny = a\n"
+    add = Edit(10, 10, "import torch\n", key="import:torch")
+    fixes = [Fix("t", SAFE, (Edit(14, 15, "torch.b"), add)), Fix("t", SAFE, (Edit(20, 21, "torch.b"), add))]
+    assert apply(text, fixes).text == "import os\nimport torch\nx = torch.b\ny = torch.b\n"
+
+
+def test_a_fix_whose_import_cannot_be_added_is_not_applied():
+    # The import would land inside text another kept fix replaces: applying the fix without it would leave
+    # `torch` undefined, so the whole fix waits for the next pass.
+    text = "import os\nx = a\ny = a\n"
+    first = Fix("t", SAFE, (Edit(5, 12, "t os\nz "),))
+    second = Fix("t", SAFE, (Edit(20, 21, "torch.b"), Edit(10, 10, "import torch\n", key="import:torch")))
+    result = apply(text, [first, second])
+    assert (result.applied, result.skipped) == ((0,), (1,))
+    assert result.text == "import os\nz = a\ny = a\n"
+
+
+def test_two_insertions_at_one_point_conflict_unless_both_are_imports():
+    text = "x\n"
+    one, two = Fix("1", SAFE, (Edit(0, 0, "a"),)), Fix("2", SAFE, (Edit(0, 0, "b"),))
+    assert apply(text, [one, two]).applied == (0,)
+    imports = [
+        Fix("1", SAFE, (Edit(0, 0, "import torch\n", key="import:torch"),)),
+        Fix("2", SAFE, (Edit(0, 0, "import os\n", key="import:os"),)),
+    ]
+    assert apply(text, imports).text == "import os\nimport torch\nx\n"  # by key, whatever the fix order
+    assert apply(text, imports[::-1]).text == "import os\nimport torch\nx\n"
+
+
+def test_an_insertion_goes_before_a_replacement_at_the_same_offset():
+    text = "old()\n"
+    fix = Fix("t", SAFE, (Edit(0, 3, "new"), Edit(0, 0, "import torch\n", key="import:torch")))
+    assert apply(text, [fix]).text == "import torch\nnew()\n"
+
+
+def test_a_quorum_edit_needs_every_fix_that_carries_it():
+    text = "from m import a\nx = a\ny = a\n"
+    drop = Edit(0, 16, "", key="drop:0:a", quorum=2)
+    first = Fix("t", SAFE, (Edit(20, 21, "m.a"), drop))
+    second = Fix("t", SAFE, (Edit(26, 27, "m.a"), drop))
+    assert apply(text, [first]).text == "from m import a\nx = m.a\ny = a\n"
+    assert apply(text, [first, second]).text == "x = m.a\ny = m.a\n"
+
+
+def test_two_names_leaving_one_import_statement_are_merged():
+    text = "from m import a, b, c\nx = a\ny = b\n"
+    fixes = [
+        Fix("t", SAFE, (Edit(26, 27, "m.a"), Edit(0, 22, "", key="drop:0:a"))),
+        Fix("t", SAFE, (Edit(32, 33, "m.b"), Edit(0, 22, "", key="drop:0:b"))),
+    ]
+    assert apply(text, fixes).text == "from m import c\nx = m.a\ny = m.b\n"
+
+
+def test_a_fix_with_overlapping_edits_of_its_own_is_never_applied():
+    fix = Fix("t", SAFE, (Edit(0, 3, "a"), Edit(2, 4, "b")))
+    assert apply("abcdef", [fix]) == apply("abcdef", [])
+
+
+def test_apply_changes_nothing_without_fixes():
+    result = apply("x = 1\n", [])
+    assert (result.text, result.applied, result.skipped) == ("x = 1\n", (), ())
+
+
+def test_unified_diff_marks_a_missing_final_newline():
+    assert unified_diff("a.py", "x = 1", "x = 2") == (
+        "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-x = 1\n\\ No newline at end of file\n"
+        "+x = 2\n\\ No newline at end of file\n"
+    )
+
+
+# -- fix_text: several fixes, imports, formatting ---------------------------------------------------------
+
+
+def _fix(source: str, unsafe: bool = True):
+    return Linter().fix_text("example.py", textwrap.dedent(source), settings(select=("TL303", "TL304")), unsafe)
+
+
+def test_several_fixes_in_one_file_are_applied_in_one_pass():
+    result = _fix(
+        """\
+        from torch.cuda.amp import GradScaler, autocast
+
+        scaler = GradScaler()
+        with autocast(enabled=True):
+            pass
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        import torch
+
+        scaler = torch.amp.GradScaler("cuda")
+        with torch.amp.autocast("cuda", enabled=True):
+            pass
+        """
+    )
+    assert (result.fixed, result.fixed_codes, result.diagnostics, result.warnings) == (
+        2,
+        {"TL303": 1, "TL304": 1},
+        [],
+        [],
+    )
+    assert [d.code for d in result.initial] == ["TL304", "TL303"]
+
+
+def test_nested_fixes_are_applied_over_passes():
+    result = _fix(
+        """\
+        import torch
+        with torch.cuda.amp.autocast(torch.cuda.amp.GradScaler().is_enabled()):
+            pass
+        """
+    )
+    assert result.text == (
+        "import torch\n"
+        'with torch.amp.autocast("cuda", enabled=torch.amp.GradScaler("cuda").is_enabled()):\n'
+        "    pass\n"
+    )
+    assert (result.fixed, result.diagnostics) == (2, [])
+
+
+def test_an_existing_alias_is_reused():
+    result = _fix("import torch as T\n\nscaler = T.cuda.amp.GradScaler()\n")
+    assert result.text == 'import torch as T\n\nscaler = T.amp.GradScaler("cuda")\n'
+
+
+def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
+    result = _fix(
+        """\
+        \"\"\"Training.\"\"\"
+        import os
+        import torch.nn as nn
+        from torch.cuda.amp import GradScaler
+
+        a = GradScaler()
+        b = GradScaler()
+
+
+        def f():
+            import sys
+            return GradScaler()
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        \"\"\"Training.\"\"\"
+        import os
+        import torch.nn as nn
+        import torch
+
+        a = torch.amp.GradScaler("cuda")
+        b = torch.amp.GradScaler("cuda")
+
+
+        def f():
+            import sys
+            return torch.amp.GradScaler("cuda")
+        """
+    )
+
+
+def test_the_only_statement_of_a_block_is_not_removed():
+    source = """\
+        try:
+            from torch.cuda.amp import autocast
+        except ImportError:
+            pass
+
+        with autocast():
+            pass
+        """
+    result = _fix(source)
+    assert result.text == textwrap.dedent(
+        """\
+        import torch
+        try:
+            from torch.cuda.amp import autocast
+        except ImportError:
+            pass
+
+        with torch.amp.autocast("cuda"):
+            pass
+        """
+    )
+
+
+FORMATTED = '''\
+"""Docstring kept."""
+# a comment at the top
+
+import torch   # two spaces before this comment
+from torch.cuda.amp import autocast, GradScaler  # this import goes
+
+
+def train(model,   batch):
+\tscaler = GradScaler( init_scale = 2.0**16 )  # odd spacing kept
+\twith autocast( enabled = True ):   # comment after with
+\t\tx = {'single': "double",
+\t\t     'tabs':\t1}   # aligned
+\t\treturn model(batch)  # unchanged
+
+
+
+def other(): return torch.cuda.amp.GradScaler (enabled = False)
+'''
+
+
+def test_formatting_next_to_fixed_nodes_survives_byte_for_byte():
+    result = _fix(FORMATTED)
+    assert result.text == '''\
+"""Docstring kept."""
+# a comment at the top
+
+import torch   # two spaces before this comment
+
+
+def train(model,   batch):
+\tscaler = torch.amp.GradScaler( "cuda", init_scale = 2.0**16 )  # odd spacing kept
+\twith torch.amp.autocast( "cuda", enabled = True ):   # comment after with
+\t\tx = {'single': "double",
+\t\t     'tabs':\t1}   # aligned
+\t\treturn model(batch)  # unchanged
+
+
+
+def other(): return torch.amp.GradScaler ("cuda", enabled = False)
+'''
+
+
+def test_crlf_stays_crlf_also_in_an_added_import():
+    source = "from torch.cuda.amp import GradScaler\r\n\r\ns = GradScaler()  # keep\r\n"
+    assert _fix(source).text == 'import torch\r\n\r\ns = torch.amp.GradScaler("cuda")  # keep\r\n'
+
+
+def test_a_use_kept_by_noqa_keeps_its_import():
+    source = "from torch.cuda.amp import GradScaler\na = GradScaler()\nb = GradScaler()  # noqa: TL304\n"
+    assert _fix(source).text == (
+        'from torch.cuda.amp import GradScaler\nimport torch\na = torch.amp.GradScaler("cuda")\n'
+        "b = GradScaler()  # noqa: TL304\n"
+    )
+
+
+# -- fix_text: applicability, refusal, non-convergence ----------------------------------------------------
+
+
+def test_applicability_decides_what_is_applied():
+    rules = [text_rule("TL981", "slow", "fast"), text_rule("TL982", "risky", "bold", UNSAFE)]
+    rules.append(text_rule("TL983", "hint", "HINT", DISPLAY))
+    source = "slow = risky = hint = 1\n"
+    safe_only = fix_with(rules, source, unsafe=False)
+    assert (safe_only.text, safe_only.fixed) == ("fast = risky = hint = 1\n", 1)
+    assert [d.code for d in safe_only.diagnostics] == ["TL982", "TL983"]
+    with_unsafe = fix_with(rules, source, unsafe=True)
+    assert (with_unsafe.text, with_unsafe.fixed) == ("fast = bold = hint = 1\n", 2)
+    assert [d.code for d in with_unsafe.diagnostics] == ["TL983"]  # display-only: shown, never applied
+
+
+def test_a_fix_that_breaks_the_code_is_refused_naming_the_rule_and_the_file():
+    broken = text_rule("TL984", "total = ", "total = = ")  # deliberately produces a syntax error
+    harmless = text_rule("TL985", "slow", "fast")
+    with pytest.raises(InternalError) as raised:
+        fix_with([broken, harmless], "total = slow(1)\n", path="train.py")
+    assert str(raised.value) == (
+        "a fix by TL984 would break train.py (the result does not compile); the file was left as it was"
+    )
+
+
+def test_a_result_that_only_compile_rejects_is_refused():
+    # LibCST parses `return` at module level; CPython's compile() does not.
+    moved = text_rule("TL986", "def f():\n    return 1\n", "return 1\n")
+    with pytest.raises(InternalError, match="a fix by TL986 would break example.py"):
+        fix_with([moved], "def f():\n    return 1\n")
+
+
+def test_a_file_that_did_not_compile_is_not_held_to_it():
+    # `return` outside a function already fails to compile: a fix elsewhere is not refused for it.
+    rule = text_rule("TL987", "slow", "fast")
+    result = fix_with([rule], "slow = 1\nreturn slow\n")
+    assert result.text == "fast = 1\nreturn fast\n"
+
+
+def test_fixes_that_undo_each_other_are_reported_not_looped_on():
+    there = text_rule("TL988", "spam", "eggs")
+    back = text_rule("TL989", "eggs", "spam")
+    result = fix_with([there, back], "spam = 1\n", path="loop.py")
+    assert result.text == "eggs = 1\n"
+    assert result.warnings == [
+        "loop.py: fixes by TL989 undo each other; stopped (this is a bug in torchlint, please report it)"
+    ]
+
+
+def test_a_fix_that_keeps_reappearing_is_reported_after_the_last_pass():
+    growing = text_rule("TL990", "x", "xx")
+    result = fix_with([growing], "x = 1\n", path="grow.py")
+    assert result.text == "x" * 2**MAX_FIX_PASSES + " = 1\n"
+    assert result.fixed == 2**MAX_FIX_PASSES - 1  # one more `x` each time, each one a finding
+    assert result.warnings == [
+        f"grow.py: fixes did not converge after {MAX_FIX_PASSES} passes; still fixable: TL990 "
+        "(this is a bug in torchlint, please report it)"
+    ]
+
+
+def test_fix_text_still_unpacks_as_a_triple():
+    text, fixed, diagnostics = _fix("import torch\ntorch.cuda.amp.GradScaler()\n")
+    assert (text, fixed, diagnostics) == ('import torch\ntorch.amp.GradScaler("cuda")\n', 1, [])
+
+
+# -- idempotence: every fixture and every rule doc Example --------------------------------------------------
+
+
+DOC_EXAMPLES = sorted(code for code, rule in registered_rules().items() if rule.has_doc_examples)
+
+
+@pytest.mark.parametrize("code", DOC_EXAMPLES)
+def test_a_second_fix_of_a_doc_example_changes_nothing(code):
+    example = python_block(doc_sections(code)["Example"])
+    assert example is not None
+    first = Linter().fix_text("example.py", example, settings(), True)
+    assert first.warnings == []
+    assert _compiles(first.text, "example.py")
+    second = Linter().fix_text("example.py", first.text, settings(), True)
+    assert (second.text, second.fixed) == (first.text, 0)
+
+
+def test_a_second_fix_of_the_fixtures_changes_nothing(tmp_path):
+    copy = tmp_path / "fixtures"
+    shutil.copytree(FIXTURES, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'copy'\n")
+    before = _contents(copy)
+    first = run(RunOptions(paths=[copy], fix=True, unsafe_fixes=True))
+    assert (first.errors, first.warnings) == ([], [])
+    after = _contents(copy)
+    changed = sorted(path for path in after if after[path] != before[path])
+    assert len(changed) == len(first.files_fixed) > 0
+    assert all(_compiles(after[path].decode(), path) for path in changed)
+    second = run(RunOptions(paths=[copy], fix=True, unsafe_fixes=True))
+    assert (second.errors, second.warnings, second.fixed, second.files_fixed) == ([], [], 0, [])
+    assert _contents(copy) == after
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.py"))}
+
+
+# -- the CLI: what --fix, --unsafe-fixes and --diff say and do ---------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for rule in (
+        text_rule("TL991", "slow", "fast", SAFE),
+        text_rule("TL992", "risky", "bold", UNSAFE),
+        text_rule("TL993", "hint", "HINT", DISPLAY),
+    ):
+        monkeypatch.setitem(base._REGISTRY, rule.code, rule)
+    return tmp_path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, ["--select", "TL991,TL992,TL993", *args], catch_exceptions=False)
+
+
+def test_summary_counts_fixable_and_hidden_fixes(project):
+    (project / "a.py").write_text("slow = risky = 1\n")
+    result = invoke("--output-format", "concise")
+    assert result.exit_code == 1
+    assert result.output == (
+        "a.py:1:1: TL991 `slow` is slow\n"
+        "a.py:1:8: TL992 `risky` is slow\n"
+        "Found 2 findings.\n"
+        "[*] 1 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n"
+    )
+
+
+def test_summary_with_only_unsafe_fixes(project):
+    (project / "a.py").write_text("risky = risky + 1\n")
+    result = invoke("--output-format", "concise", "-q")
+    assert result.exit_code == 1
+    result = invoke("--output-format", "concise")
+    assert result.output.splitlines()[-2:] == [
+        "Found 2 findings.",
+        "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option).",
+    ]
+
+
+def test_summary_with_unsafe_fixes_enabled_counts_them_as_fixable(project):
+    (project / "a.py").write_text("slow = risky = 1\n")
+    result = invoke("--output-format", "concise", "--unsafe-fixes")
+    assert result.output.splitlines()[-2:] == ["Found 2 findings.", "[*] 2 fixable with the `--fix` option."]
+
+
+def test_fix_applies_safe_fixes_and_says_what_remains(project):
+    (project / "a.py").write_text("slow = risky = hint = 1\n")
+    result = invoke("--output-format", "concise", "--fix")
+    assert result.exit_code == 1
+    assert (project / "a.py").read_text() == "fast = risky = hint = 1\n"
+    assert result.output == (
+        "a.py:1:8: TL992 `risky` is slow\n"
+        "a.py:1:16: TL993 `hint` is slow\n"
+        "Found 3 findings (1 fixed, 2 remaining).\n"
+        "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option).\n"
+    )
+
+
+def test_fix_with_unsafe_fixes_applies_both_but_never_display_only(project):
+    (project / "a.py").write_text("slow = risky = hint = 1\n")
+    result = invoke("--output-format", "concise", "--fix", "--unsafe-fixes")
+    assert result.exit_code == 1
+    assert (project / "a.py").read_text() == "fast = bold = hint = 1\n"
+    assert result.output.splitlines()[-1] == "Found 3 findings (2 fixed, 1 remaining)."
+
+
+def test_fix_of_everything_exits_zero(project):
+    (project / "a.py").write_text("slow = 1\n")
+    (project / "b.py").write_text("slow = slow + 1\n")
+    result = invoke("--fix")
+    assert (result.exit_code, result.output) == (0, "Found 3 findings (3 fixed, 0 remaining).\n")
+
+
+def test_diff_prints_what_fix_would_do_and_writes_nothing(project):
+    (project / "a.py").write_text("x = 1\nslow = risky = 2\n")
+    result = invoke("--diff")
+    assert result.exit_code == 1
+    assert result.stdout == (
+        "--- a.py\n+++ a.py\n@@ -1,2 +1,2 @@\n x = 1\n-slow = risky = 2\n+fast = risky = 2\n"
+    )
+    assert result.stderr == "Would fix 1 finding (1 additional fix available with `--unsafe-fixes`).\n"
+    assert (project / "a.py").read_text() == "x = 1\nslow = risky = 2\n"
+
+
+def test_diff_with_unsafe_fixes(project):
+    (project / "a.py").write_text("slow = risky = 2")  # no final newline
+    result = invoke("--diff", "--unsafe-fixes")
+    assert result.exit_code == 1
+    assert result.stdout == (
+        "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-slow = risky = 2\n\\ No newline at end of file\n"
+        "+fast = bold = 2\n\\ No newline at end of file\n"
+    )
+    assert result.stderr == "Would fix 2 findings.\n"
+
+
+def test_diff_without_changes_exits_zero(project):
+    (project / "a.py").write_text("hint = 1\n")
+    result = invoke("--diff")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "No findings would be fixed.\n")
+
+
+def test_fix_that_would_break_a_file_leaves_it_and_fixes_the_others(project, monkeypatch):
+    broken = text_rule("TL994", "total = ", "total = = ")
+    monkeypatch.setitem(base._REGISTRY, broken.code, broken)
+    (project / "a.py").write_text("total = slow\n")
+    (project / "b.py").write_text("slow = 1\n")
+    result = CliRunner().invoke(
+        main, ["--select", "TL991,TL994", "--output-format", "concise", "--fix"], catch_exceptions=False
+    )
+    assert result.exit_code == 2
+    assert (project / "a.py").read_text() == "total = slow\n"
+    assert (project / "b.py").read_text() == "fast = 1\n"
+    assert result.stderr == (
+        "error: internal error: a fix by TL994 would break a.py (the result does not compile); "
+        "the file was left as it was\n"
+    )
+    assert result.stdout == (
+        "a.py:1:1: TL994 `total = ` is slow\n"
+        "a.py:1:9: TL991 `slow` is slow\n"
+        "Found 3 findings (1 fixed, 2 remaining).\n"
+        "[*] 2 fixable with the `--fix` option.\n"
+        "1 file could not be fixed (see the errors above).\n"
+    )
+
+
+def test_a_non_converging_fix_is_a_warning_and_the_file_is_still_written(project, monkeypatch):
+    growing = text_rule("TL995", "x", "xx")
+    monkeypatch.setitem(base._REGISTRY, growing.code, growing)
+    (project / "a.py").write_text("x = 1\n")
+    result = CliRunner().invoke(main, ["--select", "TL995", "--fix", "-q"], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"warning: a.py: fixes did not converge after {MAX_FIX_PASSES} passes; still fixable: TL995 "
+        "(this is a bug in torchlint, please report it)\n"
+    )
+    assert (project / "a.py").read_text() == "x" * 2**MAX_FIX_PASSES + " = 1\n"
+
+
+def test_the_repo_is_where_the_tests_think_it_is():
+    assert (REPO / "torchlint" / "fixer.py").is_file()
