@@ -25,7 +25,10 @@ from torchlint.rules.base import FixAvailability, Rule
 # Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
 # affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
 # memory and start-up time faster than throughput for typical pipelines).
-WORKERS = 'min(8, max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1))'
+WORKERS = (
+    "min(8, max(1, (len(os.sched_getaffinity(0)) "  # noqa: ISC003
+    + 'if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1))'
+)
 
 
 def _literal(option: Option | None) -> tuple[bool, object]:
