@@ -30,12 +30,17 @@ from support import facts_of
         ("model.to(torch.accelerator.current_accelerator())", "cuda when available"),
         (
             'parser.add_argument("--device", default="cuda")\nargs = parser.parse_args()\nmodel.to(args.device)',
-            "cuda",
+            "cuda when available",  # the user may pass --device cpu
         ),
         ('model.to("cpu")', "cpu"),
         ("model.to(device)", "unknown"),
         ("x = x.to(torch.float16)", "unknown"),
         ('dist.init_process_group(backend="nccl")', "cuda"),
+        ("from accelerate import Accelerator\naccelerator = Accelerator()", "cuda when available"),
+        ("from accelerate import Accelerator\naccelerator = Accelerator(cpu=True)", "unknown"),
+        ("from lightning.pytorch.cli import LightningCLI\ncli = LightningCLI(Model, Data)", "cuda when available"),
+        ("import lightning as L\nt = L.Trainer(accelerator='cpu')", "cpu"),
+        ("class T:\n    def __init__(self):\n        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n    def run(self):\n        self.model.to(self.device)", "cuda when available"),
     ],
 )
 def test_device_evidence(code, device):

@@ -119,3 +119,16 @@ def test_self_attributes_set_in_init():
             return DataLoader(self.ds, batch_size=self.batch, num_workers=self.workers)
     """
     assert options(source) == {"batch_size": "16", "num_workers": "user-controlled: parameter `workers`"}
+
+
+def test_a_conditional_dict_expression_is_conditional():
+    source = """\
+    import torch
+    kwargs = {"num_workers": 1, "pin_memory": True} if args.cuda else {}
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, **kwargs)
+    """
+    assert options(source) == {
+        "batch_size": "8",
+        "num_workers": "1, via `**kwargs`, conditional",
+        "pin_memory": "True, via `**kwargs`, conditional",
+    }

@@ -285,3 +285,73 @@ def test_what_cannot_be_resolved_is_not_evidence(tmp_path):
     }
     facts = project_facts(tmp_path, files, "train.py")
     assert training_loaders(facts) == {}
+
+
+def test_loaders_in_a_dict_comprehension_iterated_by_phase():
+    source = """\
+    import torch
+    dataloaders = {x: torch.utils.data.DataLoader(image_datasets[x], batch_size=4, num_workers=4) for x in ["train", "val"]}
+    for epoch in range(num_epochs):
+        for phase in ["train", "val"]:
+            for inputs, labels in dataloaders[phase]:
+                outputs = model(inputs)
+                if phase == "train":
+                    loss.backward()
+                    optimizer.step()
+    """
+    facts = facts_of(source)
+    assert [line_of(facts, loop.node) for loop in facts.training.training_loops] == [5]
+    assert training_loaders(facts) == {2: [True]}
+
+
+def test_a_module_level_loader_read_by_a_function_called_every_epoch():
+    source = """\
+    import torch
+    train_loader = torch.utils.data.DataLoader(ds, batch_size=8, **kwargs)
+
+    def train(epoch):
+        for data, _ in train_loader:
+            loss_function(model(data)).backward()
+            optimizer.step()
+
+    if __name__ == "__main__":
+        for epoch in range(1, args.epochs + 1):
+            train(epoch)
+    """
+    assert training_loaders(facts_of(source)) == {2: [True]}
+
+
+def test_a_scaler_object_that_does_backward_and_step_in_call():
+    source = """\
+    from torch.utils.data import DataLoader
+
+    class NativeScaler:
+        def __call__(self, loss, optimizer):
+            self._scaler.scale(loss).backward()
+            self._scaler.step(optimizer)
+
+    loss_scaler = NativeScaler()
+    loader = DataLoader(ds)
+    for epoch in range(3):
+        for batch in loader:
+            loss = model(batch)
+            loss_scaler(loss, optimizer)
+    """
+    assert training_loaders(facts_of(source)) == {9: [True]}
+
+
+def test_a_helper_given_the_loss_and_the_optimizer_counts_as_the_step():
+    source = """\
+    from torch.utils.data import DataLoader
+
+    def train_one_epoch(model, data_loader, optimizer, loss_scaler):
+        for samples in data_loader:
+            loss = model(samples)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+
+    loader = DataLoader(ds)
+    for epoch in range(3):
+        train_one_epoch(model, loader, optimizer, scaler)
+        log(loss_value, lr)
+    """
+    assert training_loaders(facts_of(source)) == {8: [True]}

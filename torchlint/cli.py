@@ -14,7 +14,7 @@ import click
 
 from torchlint import __version__
 
-OUTPUT_FORMATS = ("full", "concise", "json")
+OUTPUT_FORMATS = ("full", "concise", "json", "github")
 
 
 class DefaultToCheck(click.Group):

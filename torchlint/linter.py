@@ -37,8 +37,11 @@ class InternalError(Exception):
 class Linter:
     """Rules instantiated once per distinct settings, so per-rule options are read once."""
 
-    def __init__(self, rule_classes: dict[str, type[Rule]] | None = None) -> None:
+    def __init__(self, rule_classes: dict[str, type[Rule]] | None = None, prefilter: bool = True) -> None:
         # `rule_classes` replaces the registered rules (tests use it for rules that must not be registered).
+        self.prefilter = prefilter
+        self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
+        self.skipped_by_prefilter = 0
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
         self._projects: dict[Path, Project] = {}
@@ -71,7 +74,10 @@ class Linter:
         syntax_error = _syntax_error(path, text)
         if syntax_error is not None:
             found = [syntax_error] if "TL001" in enabled else []
+        elif self.prefilter and not any(rule.could_fire(text) for rule in rules if rule.code[2] != "0"):
+            self.skipped_by_prefilter += 1
         else:
+            self.parsed += 1
             try:
                 module = cst.parse_module(text)
             except (cst.ParserSyntaxError, RecursionError) as error:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts
 
 MAX_PROJECT_FILES = 5000
+ALL_FILES = Path("<every project file's imports>")
 
 
 class Project:
@@ -34,6 +35,23 @@ class Project:
         self._facts: dict[Path, ModuleFacts | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
         self._modules: dict[tuple[Path, str], Path | None] = {}
+        self._files: list[Path] | None = None
+        self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
+
+    def dependencies(self, file: Path) -> set[Path]:
+        """Every file the analysis of `file` consulted, transitively (for the result cache's key)."""
+        seen: set[Path] = set()
+        todo = [file.resolve()]
+        while todo:
+            current = todo.pop()
+            for dependency in self._depends.get(current, ()):
+                if dependency == ALL_FILES:
+                    seen.update(self._python_files())
+                elif dependency not in seen:
+                    seen.add(dependency)
+                    todo.append(dependency)
+        seen.discard(file.resolve())
+        return seen
 
     # -- module names to files --------------------------------------------------------------------------
 
@@ -66,7 +84,7 @@ class Project:
         if not module or not name or module.endswith("."):
             return None
         path = self.module_file(importer, module)
-        facts = self.facts_for(path) if path is not None else None
+        facts = self.facts_for(path, importer) if path is not None else None
         function = facts.top_level_function(name) if facts is not None else None
         return (facts, function) if function is not None else None
 
@@ -76,8 +94,10 @@ class Project:
         """The checked file's facts, so that other files' questions about it see the text being checked."""
         self._facts[path.resolve()] = facts
 
-    def facts_for(self, path: Path) -> ModuleFacts | None:
+    def facts_for(self, path: Path, requester: Path | None = None) -> ModuleFacts | None:
         path = path.resolve()
+        if requester is not None:
+            self._depends.setdefault(requester.resolve(), set()).add(path)
         if path not in self._facts:
             self._facts[path] = None  # while building: a cycle of imports sees "unknown"
             self._facts[path] = self._build(path)
@@ -96,6 +116,7 @@ class Project:
     # -- who imports a file -----------------------------------------------------------------------------
 
     def importers_of(self, path: Path) -> list[Path]:
+        self._depends.setdefault(path.resolve(), set()).add(ALL_FILES)
         if self._importers is None:
             self._importers = self._scan_imports()
         return sorted(self._importers.get(path.resolve(), ()))
@@ -125,12 +146,15 @@ class Project:
         return importers
 
     def _python_files(self) -> list[Path]:
+        if self._files is not None:
+            return self._files
         found: list[Path] = []
         for folder, dirs, files in os.walk(self.root):
             dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDES and not d.startswith("."))
             found += [Path(folder, f).resolve() for f in sorted(files) if f.endswith(".py")]
             if len(found) > MAX_PROJECT_FILES:
                 break
+        self._files = found
         return found
 
 

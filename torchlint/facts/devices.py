@@ -108,9 +108,14 @@ class DeviceAnalysis:
             if expr.attr.value == "device" and "accelerator" in self.facts.code(expr.value).lower():
                 return Device.CUDA_WHEN_AVAILABLE  # accelerate picks the GPU when there is one
             if isinstance(expr.value, cst.Name):
+                owner = self.facts.class_of_method_scope(scope)
+                if owner is not None and expr.value.value == owner[1]:  # self.device set in __init__
+                    values = owner[0].attributes.get(expr.attr.value, [])
+                    return max((self.device_of(v, s, depth + 1) for v, s in values), default=Device.UNKNOWN)
                 default = self.facts.argparse_default(expr.attr.value)
-                if default is not None:
-                    return self.device_of(default, self.facts.module_scope, depth + 1)
+                if default is not None:  # `--device` defaulting to cuda: the user may say cpu
+                    found = self.device_of(default, self.facts.module_scope, depth + 1)
+                    return Device.CUDA_WHEN_AVAILABLE if found is Device.CUDA else found
         return Device.UNKNOWN
 
     def _passed_to(self, scope: Scope, name: str, depth: int) -> set[Device]:
@@ -150,10 +155,16 @@ class DeviceAnalysis:
                     reason = f"`{self.facts.code(node)}`"
                 elif callee.endswith("init_process_group") and "nccl" in self.facts.code(node):
                     found, reason = Device.CUDA, "the nccl backend"
-                elif callee.split(".")[0] in ("lightning", "pytorch_lightning") and callee.endswith(
-                    "Trainer"
-                ):
-                    found, reason = self._lightning_trainer(node, call.scope), "Lightning `Trainer(...)`"
+                elif callee.startswith("accelerate.") and callee.endswith("Accelerator"):
+                    cpu = any(a.keyword is not None and a.keyword.value == "cpu" for a in node.args)
+                    found = Device.UNKNOWN if cpu else Device.CUDA_WHEN_AVAILABLE
+                    reason = "`Accelerator()` (the GPU when there is one)"
+                elif callee.split(".")[0] in ("lightning", "pytorch_lightning"):
+                    if callee.endswith("LightningCLI"):
+                        found, reason = Device.CUDA_WHEN_AVAILABLE, "`LightningCLI` (accelerator auto)"
+                    elif callee.endswith("Trainer"):
+                        found = self._lightning_trainer(node, call.scope)
+                        reason = "Lightning `Trainer(...)`"
             for arg in node.args:
                 if (
                     arg.keyword is not None

@@ -176,6 +176,10 @@ def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, dep
             else:
                 result.complete = False
         return result
+    if isinstance(expr, cst.IfExp):  # `{"num_workers": 1, "pin_memory": True} if args.cuda else {}`
+        result.merge(dict_options(facts, expr.body, scope, depth + 1), conditional=True)
+        result.merge(dict_options(facts, expr.orelse, scope, depth + 1), conditional=True)
+        return result
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.BitOr):
         result.merge(dict_options(facts, expr.left, scope, depth + 1))
         result.merge(dict_options(facts, expr.right, scope, depth + 1))

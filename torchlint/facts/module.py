@@ -185,6 +185,12 @@ class ModuleFacts:
             if defs and len(defs) == len(bindings):
                 function = self._function_by_node.get(id(defs[-1].node))
                 return (self, function) if function is not None else None
+            values = [b for b in bindings if b.kind is BindingKind.ASSIGN and b.value is not None]
+            if len(values) == 1 == len(bindings) and isinstance(values[0].value, cst.Call):
+                # `scaler = NativeScaler()` ... `scaler(loss, optimizer)`: runs NativeScaler.__call__
+                found = self.resolve_class(values[0].value.func, values[0].scope)
+                if found is not None and "__call__" in found[1].methods:
+                    return found[0], found[1].methods["__call__"]
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             owner = self.class_of_method_scope(scope)
             if owner is not None and func.value.value == owner[1]:
@@ -327,7 +333,7 @@ class ModuleFacts:
         if qualname and self.project is not None and self.file is not None:
             module, _, name = qualname.rpartition(".")
             path = self.project.module_file(self.file, module) if module else None
-            other = self.project.facts_for(path) if path is not None else None
+            other = self.project.facts_for(path, self.file) if path is not None else None
             if other is not None and other is not self:
                 cls = other.top_level_class(name)
                 if cls is not None:
@@ -351,7 +357,7 @@ class ModuleFacts:
             return {}
         found: dict[int, list[LoaderUse]] = {}
         for importer in self.project.importers_of(self.file):
-            other = self.project.facts_for(importer)
+            other = self.project.facts_for(importer, self.file)
             if other is None or other is self:
                 continue
             for source, use in other.training.external_training_sources():
@@ -424,7 +430,7 @@ class ModuleFacts:
     def _external_loaders(self, source: ExternalSource) -> list[Loader]:
         if self.project is None:
             return []
-        other = self.project.facts_for(Path(source.path))
+        other = self.project.facts_for(Path(source.path), self.file)
         function = other.top_level_function(source.function) if other is not None else None
         if other is None or function is None:
             return []

@@ -98,7 +98,17 @@ class TrainingAnalysis:
             if target is not None:
                 facts, function = target
                 events |= facts.training.function_events(function, depth + 1)
+            elif self._hands_over_loss_and_optimizer(call):
+                events |= {BACKWARD, STEP}
         return frozenset(events)
+
+    def _hands_over_loss_and_optimizer(self, call: CallRecord) -> bool:
+        """`loss_scaler(loss, optimizer, ...)`, `backward_and_step(loss, opt)`: a helper this analysis cannot
+        see into (a parameter, another package) that is given both the loss and the optimizer."""
+        names = [self.facts.code(arg.value).lower() for arg in call.node.args]
+        has_loss = any(name.split(".")[-1].startswith("loss") or name.endswith("loss") for name in names)
+        has_optimizer = any(name.split(".")[-1] in ("optimizer", "opt", "optim", "optimiser") for name in names)
+        return has_loss and has_optimizer
 
     def function_events(self, function: FunctionRecord, depth: int = 0) -> frozenset[str]:
         key = id(function)
@@ -133,7 +143,7 @@ class TrainingAnalysis:
     def is_training_loop(self, loop: LoopRecord) -> bool:
         if not {BACKWARD, STEP} <= self.loop_events(loop):
             return False
-        if any(self.is_training_loop(child) for child in loop.children):
+        if any(self.is_training_loop(inner) for inner in _descendants(loop)):
             return False
         for call in loop.all_calls():
             target = self.facts.callee(call)
@@ -146,6 +156,15 @@ class TrainingAnalysis:
         if self._training is None:
             self._training = [loop for loop in self.facts.loops if self.is_training_loop(loop)]
         return self._training
+
+    def called_repeatedly(self, function: FunctionRecord | None, depth: int = 0) -> bool:
+        """Is `function` called inside a loop (here, or by a function that is)? Then its loops rerun."""
+        if function is None or depth > MAX_DEPTH:
+            return False
+        for call in self.facts.calls_of(function):
+            if call.loop is not None or self.called_repeatedly(call.function, depth + 1):
+                return True
+        return False
 
     def _is_scheduler(self, receiver: cst.BaseExpression, scope: Scope) -> bool:
         text = self.facts.code(receiver).lower()
@@ -220,6 +239,18 @@ class TrainingAnalysis:
                 elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
                     found += self.sources(binding.value, binding.scope, binding.index, depth + 1)
             return found
+        if isinstance(expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):  # {x: DataLoader(...) for x in ...}
+            element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
+            loader = facts.loader_at(element) if isinstance(element, cst.Call) else None
+            return [loader] if loader is not None else []
+        if isinstance(expr, cst.Dict):
+            found = []
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement):
+                    found += self.sources(element.value, scope, None, depth + 1)
+            return found
+        if isinstance(expr, cst.Subscript):  # loaders["train"], dataloaders[phase]
+            return self.sources(expr.value, scope, None, depth + 1)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
             owner = facts.class_of_method_scope(scope)
             if owner is not None and expr.value.value == owner[1]:
@@ -252,7 +283,7 @@ class TrainingAnalysis:
     def _find_training_sources(self):
         facts = self.facts
         for loop in self.training_loops:
-            around = loop.parent is not None
+            around = loop.parent is not None or self.called_repeatedly(loop.function)
             for source, again in self.iterated(loop):
                 for found, per_epoch in self.trace([source], around or again):
                     yield found, per_epoch, loop.node, "a training loop"
@@ -322,9 +353,16 @@ class TrainingAnalysis:
         ]
 
 
+def _descendants(loop: LoopRecord):
+    for child in loop.children:
+        yield child
+        yield from _descendants(child)
+
+
 def argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
     params = function.params
-    offset = 1 if function.owner is not None and isinstance(call.func, cst.Attribute) else 0
+    bound = function.owner is not None and bool(params) and params[0] in ("self", "cls")
+    offset = 1 if bound else 0  # `self.method(x)`, `scaler(loss)` through `__call__`
     for position, arg in enumerate(call.args):
         if arg.keyword is not None and arg.keyword.value == name:
             return arg.value

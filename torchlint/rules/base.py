@@ -47,6 +47,9 @@ class Rule:
     options: ClassVar[dict[str, tuple[type, object]]] = {}
     # False for rules whose doc cannot show a Python example (an unreadable file).
     has_doc_examples: ClassVar[bool] = True
+    # The prefilter: a rule can only fire on a file whose text contains one of these (None: any file).
+    # It must be sound (never hide a finding); a test compares findings with and without it.
+    needs_text: ClassVar[tuple[str, ...] | None] = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -61,6 +64,11 @@ class Rule:
         self.settings = settings
         configured = settings.rule_options.get(self.code, {})
         self.option_values = {k: configured.get(k, default) for k, (_, default) in self.options.items()}
+
+    @classmethod
+    def could_fire(cls, text: str) -> bool:
+        """The cheap test on raw text that lets a run skip the LibCST parse of most library files."""
+        return cls.needs_text is None or any(token in text for token in cls.needs_text)
 
     @classmethod
     def family(cls) -> str:

@@ -38,6 +38,10 @@ def _literal(option: Option | None) -> tuple[bool, object]:
     return True, option.value.literal
 
 
+def _pinned(option: Option | None) -> bool:
+    return option is not None and option.value.is_literal and option.value.literal is True
+
+
 def _missing(loader: Loader, name: str) -> bool:
     """Not passed at all, and every `**kwargs` could be followed (so it really is missing)."""
     return loader.option(name) is None and loader.complete
@@ -49,6 +53,9 @@ def _workers_zero(loader: Loader) -> bool:
 
 
 class _LoaderRule(Rule):
+    # The finding sits on a loader call in this file: DataLoader, StatefulDataLoader, a project's *Loader.
+    needs_text = ("oader",)
+
     def device(self, facts: ModuleFacts, loader: Loader) -> Device:
         setting = self.settings.device
         if setting == "cpu":
@@ -250,13 +257,16 @@ class BlockingHostToDeviceCopy(Rule):
     name = "blocking-host-to-device-copy"
     fix_availability = FixAvailability.SOMETIMES
 
+    @classmethod
+    def could_fire(cls, text: str) -> bool:
+        # A training loop (an optimizer step) that moves a batch, both in this file.
+        return "step" in text and (".to(" in text or ".cuda(" in text)
+
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loop in facts.training.training_loops:
-            pinned = [
-                loader
-                for loader in facts.loaders_of_loop(loop)
-                if _literal(loader.option("pin_memory")) == (True, True)
-            ]
+            # Pinned on some paths (`if use_cuda: kwargs.update(pin_memory=True)`) is enough: a non-blocking
+            # copy is as correct as a blocking one, and it is the one that pays off where pinning happens.
+            pinned = [loader for loader in facts.loaders_of_loop(loop) if _pinned(loader.option("pin_memory"))]
             if not pinned:
                 continue
             for move in batch_moves(facts, loop):

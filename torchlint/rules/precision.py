@@ -61,6 +61,7 @@ class _DeprecatedAmpRule(Rule):
 
     replacements: frozenset[str] = frozenset()
     fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("amp",)  # every spelling of torch.cuda.amp / torch.cpu.amp names the module
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         owned = {q: d for q, d in DEPRECATED.items() if d.replacement in self.replacements}

@@ -1,0 +1,32 @@
+"""GitHub Actions workflow commands: each finding becomes an annotation on the pull request's diff."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from torchlint.diagnostics import Diagnostic, LineIndex, Severity
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def write_github(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+    for d in diagnostics:
+        level = "error" if d.severity is Severity.ERROR else "warning"
+        properties = ",".join(
+            f"{key}={_escape_property(str(value))}"
+            for key, value in (
+                ("file", d.path),
+                ("line", d.location.line),
+                ("col", d.location.column),
+                ("endLine", d.end_location.line),
+                ("endColumn", d.end_location.column),
+                ("title", f"torchlint ({d.code})"),
+            )
+        )
+        out.write(f"::{level} {properties}::{_escape_data(f'{d.code} {d.message}')}\n")
