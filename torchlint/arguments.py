@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from torchlint._lazy import cst
 
 
 def keyword_argument(name: str, value: cst.BaseExpression) -> cst.Arg:

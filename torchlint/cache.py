@@ -30,8 +30,22 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def _code_digest() -> str:
+    """torchlint's own code: an edited checkout (same version number) must not reuse old results."""
+    package = Path(__file__).resolve().parent
+    stats = sorted(
+        (str(path.relative_to(package)), path.stat().st_size, path.stat().st_mtime_ns)
+        for path in package.rglob("*.py")
+    )
+    return content_hash(repr(stats).encode())
+
+
+_CODE = _code_digest()
+
+
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
     relevant = (
+        _CODE,
         settings.device,
         settings.torch_version,
         sorted(enabled),

@@ -64,6 +64,15 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 )
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option(
+    "--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings."
+)
+@click.option(
+    "--jobs", "-j", type=click.IntRange(min=1), help="Processes to use (default: the CPUs available)."
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write .torchlint_cache/.")
+@click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to test the prefilter).")
+@click.option("--show-phase2-count", is_flag=True, hidden=True, help="Print how many files were parsed.")
 def check(
     paths: tuple[Path, ...],
     fix: bool,
@@ -77,6 +86,11 @@ def check(
     config_file: Path | None,
     force_exclude: bool,
     quiet: bool,
+    statistics: bool,
+    jobs: int | None,
+    no_cache: bool,
+    no_prefilter: bool,
+    show_phase2_count: bool,
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code."""
     from torchlint.run import RunOptions, run
@@ -94,9 +108,24 @@ def check(
         },
         config_file=config_file,
         force_exclude=force_exclude,
+        jobs=jobs,
+        cache=not no_cache,
+        prefilter=not no_prefilter,
     )
     outcome = run(options)
-    _report(outcome, options, output_format, quiet)
+    if show_phase2_count:
+        click.echo(
+            f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, {outcome.from_cache} from cache",
+            err=True,
+        )
+    if statistics and not (fix or diff):
+        from torchlint.report.statistics import write_statistics
+
+        for message in outcome.errors:
+            click.echo(f"error: {message}", err=True)
+        write_statistics(outcome.diagnostics, sys.stdout)
+    else:
+        _report(outcome, options, output_format, quiet)
     if outcome.errors:
         sys.exit(2)
     if exit_zero:
@@ -122,7 +151,7 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
             click.echo(_diff_summary(outcome), err=True)
         return
     REPORTERS[output_format](outcome.diagnostics, outcome.sources, sys.stdout)
-    if quiet or output_format == "json":
+    if quiet or output_format in ("json", "github"):
         return
     click.echo(_summary(outcome, options))
 
@@ -137,9 +166,7 @@ def _summary(outcome, options) -> str:
     lines = []
     if options.fix and outcome.fixed:
         total = remaining + outcome.fixed
-        lines.append(
-            f"Found {_plural(total, 'finding')} ({outcome.fixed} fixed, {remaining} remaining)."
-        )
+        lines.append(f"Found {_plural(total, 'finding')} ({outcome.fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {_plural(remaining, 'finding')}.")
     elif not outcome.files_failed:
@@ -228,4 +255,3 @@ def debug_facts(file: Path) -> None:
     facts = ModuleFacts(file.as_posix(), source.text, module, project=project, file=file)
     project.register(file, facts)
     click.echo(describe(facts), nl=False)
-

@@ -7,7 +7,7 @@ lets independent fixes on one line coexist.
 
 from __future__ import annotations
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.diagnostics import Edit
 from torchlint.facts import Binding, ModuleFacts
@@ -28,7 +28,15 @@ def replace_node(facts: ModuleFacts, old: cst.CSTNode, new: cst.CSTNode) -> Edit
     before = _body_code(facts, statement)
     after = _body_code(facts, statement.deep_replace(old, new))
     if facts.text[start : start + len(before)] != before:
-        raise EditError(f"cannot map {type(old).__name__} onto the source text")
+        # The last statement of a file without a final newline: LibCST renders one anyway.
+        newline = facts.newline
+        if not (
+            before.endswith(newline)
+            and after.endswith(newline)
+            and facts.text[start:] == before[: -len(newline)]
+        ):
+            raise EditError(f"cannot map {type(old).__name__} onto the source text")
+        before, after = before[: -len(newline)], after[: -len(newline)]
     return minimal_edit(start, before, after)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import libcst as cst
+from torchlint._lazy import cst
 
 
 def remove_bound_names(lines: str, names: set[str]) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
@@ -42,6 +42,7 @@ class Linter:
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.skipped_by_prefilter = 0
+        self.from_cache = 0
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
         self._projects: dict[Path, Project] = {}

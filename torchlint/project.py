@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.config import DEFAULT_EXCLUDES
 from torchlint.source import SourceError, SourceFile

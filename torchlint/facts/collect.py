@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind
 

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.collect import ClassRecord
 from torchlint.facts.names import BindingKind, Scope, ScopeKind

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.names import BindingKind, Scope
 from torchlint.facts.values import literal_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.names import BindingKind, Scope
 from torchlint.facts.values import Kind, Value

@@ -21,8 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from torchlint._lazy import cst
 
 from torchlint.diagnostics import LineIndex
 from torchlint.facts.collect import (
@@ -449,6 +448,8 @@ class ModuleFacts:
 
     @cached_property
     def _positions(self):
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:

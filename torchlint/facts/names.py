@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-import libcst as cst
+from torchlint._lazy import cst
 
 
 class ScopeKind(enum.Enum):

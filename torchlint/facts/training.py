@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.collect import CallRecord, FunctionRecord, LoopRecord
 from torchlint.facts.devices import Device
@@ -107,7 +107,9 @@ class TrainingAnalysis:
         see into (a parameter, another package) that is given both the loss and the optimizer."""
         names = [self.facts.code(arg.value).lower() for arg in call.node.args]
         has_loss = any(name.split(".")[-1].startswith("loss") or name.endswith("loss") for name in names)
-        has_optimizer = any(name.split(".")[-1] in ("optimizer", "opt", "optim", "optimiser") for name in names)
+        has_optimizer = any(
+            name.split(".")[-1] in ("optimizer", "opt", "optim", "optimiser") for name in names
+        )
         return has_loss and has_optimizer
 
     def function_events(self, function: FunctionRecord, depth: int = 0) -> frozenset[str]:
@@ -239,7 +241,9 @@ class TrainingAnalysis:
                 elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
                     found += self.sources(binding.value, binding.scope, binding.index, depth + 1)
             return found
-        if isinstance(expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):  # {x: DataLoader(...) for x in ...}
+        if isinstance(
+            expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp)
+        ):  # {x: DataLoader(...) for x in ...}
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
             loader = facts.loader_at(element) if isinstance(element, cst.Call) else None
             return [loader] if loader is not None else []

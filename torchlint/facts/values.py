@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.facts.names import BindingKind, Scope, dotted
 

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.diagnostics import Diagnostic, Fix, Severity
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.arguments import with_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
@@ -257,16 +257,16 @@ class BlockingHostToDeviceCopy(Rule):
     name = "blocking-host-to-device-copy"
     fix_availability = FixAvailability.SOMETIMES
 
-    @classmethod
-    def could_fire(cls, text: str) -> bool:
-        # A training loop (an optimizer step) that moves a batch, both in this file.
-        return "step" in text and (".to(" in text or ".cuda(" in text)
+    # The loop iterates a loader named in this file (`DataLoader(...)`, `train_loader`, `dataloaders[phase]`).
+    needs_text = ("oader",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loop in facts.training.training_loops:
             # Pinned on some paths (`if use_cuda: kwargs.update(pin_memory=True)`) is enough: a non-blocking
             # copy is as correct as a blocking one, and it is the one that pays off where pinning happens.
-            pinned = [loader for loader in facts.loaders_of_loop(loop) if _pinned(loader.option("pin_memory"))]
+            pinned = [
+                loader for loader in facts.loaders_of_loop(loop) if _pinned(loader.option("pin_memory"))
+            ]
             if not pinned:
                 continue
             for move in batch_moves(facts, loop):

@@ -8,10 +8,11 @@ keeps every argument's meaning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import libcst as cst
+from torchlint._lazy import cst
 
 from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
@@ -54,6 +55,7 @@ def _table() -> dict[str, Deprecated]:
 
 DEPRECATED = _table()
 _DEPRECATED_MODULES = ("torch.cuda.amp", "torch.cpu.amp")
+_AMP_WORD = re.compile(r"\bamp\b")
 
 
 class _DeprecatedAmpRule(Rule):
@@ -61,7 +63,11 @@ class _DeprecatedAmpRule(Rule):
 
     replacements: frozenset[str] = frozenset()
     fix_availability = FixAvailability.SOMETIMES
-    needs_text = ("amp",)  # every spelling of torch.cuda.amp / torch.cpu.amp names the module
+
+    @classmethod
+    def could_fire(cls, text: str) -> bool:
+        # Every spelling of torch.cuda.amp / torch.cpu.amp names the module as a word ("example" does not).
+        return "amp" in text and _AMP_WORD.search(text) is not None
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         owned = {q: d for q, d in DEPRECATED.items() if d.replacement in self.replacements}

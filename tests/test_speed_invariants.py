@@ -1,0 +1,136 @@
+"""Speed must not change answers: any --jobs, prefilter on or off, cold or warm cache give the same output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from support import FIXTURES, REPO, RULE_DOCS, doc_sections, python_block
+
+from torchlint.cli import main
+from torchlint.run import RunOptions, run
+
+
+def findings(outcome) -> list[tuple]:
+    return [(d.path, d.location.line, d.location.column, d.code, d.message) for d in outcome.diagnostics]
+
+
+@pytest.fixture
+def fixtures_copy(tmp_path, monkeypatch):
+    """The fixtures in a project of their own (so the cache goes there)."""
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES, root / "copy", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "pyproject.toml").write_text("[project]\nname = 'copy'\n")
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def two_copies(tmp_path, monkeypatch):
+    """Enough files for the parallel path (it starts at 16)."""
+    root = tmp_path / "project"
+    for copy in range(2):
+        shutil.copytree(FIXTURES, root / f"copy{copy}", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "pyproject.toml").write_text("[project]\nname = 'copies'\n")
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_jobs_do_not_change_the_output(two_copies):
+    one = run(RunOptions(paths=[two_copies], jobs=1, cache=False))
+    two = run(RunOptions(paths=[two_copies], jobs=2, cache=False))
+    assert findings(one) == findings(two) and len(findings(one)) > 30
+    assert (one.files_checked, one.parsed) == (two.files_checked, two.parsed)
+
+
+def test_prefilter_never_hides_a_finding_in_fixtures_or_docs(tmp_path):
+    on = run(RunOptions(paths=[FIXTURES], cache=False))
+    off = run(RunOptions(paths=[FIXTURES], cache=False, prefilter=False))
+    assert findings(on) == findings(off)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pyproject.toml").write_text("[project]\nname = 'docs'\n")
+    for doc in sorted(RULE_DOCS.glob("*.md")):
+        for section in ("Example", "Use instead"):
+            block = python_block(doc_sections(doc.stem).get(section, ""))
+            if block:
+                (docs / f"{doc.stem}_{section.replace(' ', '_')}.py").write_text(block)
+    on = run(RunOptions(paths=[docs], cache=False))
+    off = run(RunOptions(paths=[docs], cache=False, prefilter=False))
+    assert findings(on) == findings(off) and findings(on)
+
+
+def test_prefilter_skips_files_that_cannot_trigger(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "math_utils.py").write_text(
+        "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))  # example\n"
+    )
+    (tmp_path / "train.py").write_text("import torch\nwith torch.cuda.amp.autocast():\n    pass\n")
+    outcome = run(RunOptions(paths=[tmp_path], cache=False))
+    assert (outcome.files_checked, outcome.parsed) == (2, 1)
+
+
+def test_warm_cache_gives_the_cold_output(fixtures_copy):
+    cold = run(RunOptions(paths=[fixtures_copy], jobs=1))
+    assert (fixtures_copy / ".torchlint_cache" / "CACHEDIR.TAG").is_file()
+    warm = run(RunOptions(paths=[fixtures_copy], jobs=1))
+    assert findings(warm) == findings(cold)
+    assert warm.from_cache == warm.files_checked and warm.parsed == 0
+
+
+def test_editing_the_engine_rechecks_the_training_script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "engine.py").write_text(
+        "def train_one_epoch(model, loader, opt):\n    for x in loader:\n        model(x).backward()\n        opt.step()\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom engine import train_one_epoch\n"
+        "model.cuda()\nloader = DataLoader(ds, num_workers=2)\nfor epoch in range(3):\n"
+        "    train_one_epoch(model, loader, opt)\n"
+    )
+    first = run(RunOptions(paths=[tmp_path / "train.py"]))
+    assert [d.code for d in first.diagnostics] == ["TL202", "TL203"]
+    (tmp_path / "engine.py").write_text("def train_one_epoch(model, loader, opt):\n    pass\n")
+    second = run(RunOptions(paths=[tmp_path / "train.py"]))
+    assert second.from_cache == 0 and second.diagnostics == []
+
+
+def test_a_corrupted_cache_entry_is_ignored_and_rebuilt(fixtures_copy):
+    cold = run(RunOptions(paths=[fixtures_copy], jobs=1))
+    for entry in (fixtures_copy / ".torchlint_cache" / "results").glob("*.json"):
+        entry.write_text("{not json")
+    again = run(RunOptions(paths=[fixtures_copy], jobs=1))
+    assert findings(again) == findings(cold) and again.from_cache == 0
+    warm = run(RunOptions(paths=[fixtures_copy], jobs=1))
+    assert warm.from_cache == warm.files_checked
+
+
+def test_statistics_counts_per_rule(monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = CliRunner().invoke(main, ["fixtures/", "--statistics", "--no-cache"])
+    lines = result.output.splitlines()
+    assert result.exit_code == 1
+    assert "4\tTL204\t[ ] dataloader-invalid-worker-options" in lines
+    assert any(line.endswith("\tTL303\t[*] deprecated-amp-autocast") for line in lines)
+
+
+def test_github_annotations(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import torch\nwith torch.cuda.amp.autocast():\n    pass\n")
+    result = CliRunner().invoke(main, ["--output-format", "github", "train.py"])
+    assert result.output == (
+        "::warning file=train.py,line=2,col=6,endLine=2,endColumn=29,title=torchlint (TL303)::"
+        'TL303 `torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`\n'
+    )
+    assert result.exit_code == 1
+
+
+def test_json_output_is_identical_with_and_without_cache(fixtures_copy):
+    args = ["--output-format", "json", "."]
+    cold = CliRunner().invoke(main, [*args, "--no-cache"]).output
+    CliRunner().invoke(main, args)
+    warm = CliRunner().invoke(main, args).output
+    assert json.loads(cold) == json.loads(warm)
