@@ -115,7 +115,8 @@ def check(
     outcome = run(options)
     if show_phase2_count:
         click.echo(
-            f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, {outcome.from_cache} from cache",
+            f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, "
+            f"{outcome.from_cache} from cache",
             err=True,
         )
     if statistics and not (fix or diff):

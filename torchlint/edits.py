@@ -8,7 +8,6 @@ lets independent fixes on one line coexist.
 from __future__ import annotations
 
 from torchlint._lazy import cst
-
 from torchlint.diagnostics import Edit
 from torchlint.facts import Binding, ModuleFacts
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchlint._lazy import cst
-
 from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.facts import ModuleFacts

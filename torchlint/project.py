@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.config import DEFAULT_EXCLUDES
 from torchlint.source import SourceError, SourceFile
 

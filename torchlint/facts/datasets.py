@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.facts.collect import ClassRecord
 from torchlint.facts.names import BindingKind, Scope, ScopeKind
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.facts.names import BindingKind, Scope
 from torchlint.facts.values import literal_of
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.facts.names import BindingKind, Scope
 from torchlint.facts.values import Kind, Value
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.diagnostics import LineIndex
 from torchlint.facts.collect import (
     CallRecord,

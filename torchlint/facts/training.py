@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-
 from torchlint.facts.collect import CallRecord, FunctionRecord, LoopRecord
 from torchlint.facts.devices import Device
 from torchlint.facts.loaders import Loader, Option, call_options

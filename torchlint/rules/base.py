@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from torchlint._lazy import cst
-
 from torchlint.diagnostics import Diagnostic, Fix, Severity
 
 if TYPE_CHECKING:

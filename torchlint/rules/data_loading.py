@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint._lazy import cst
-
 from torchlint.arguments import with_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 from torchlint.edits import EditError, add_import, replace_node

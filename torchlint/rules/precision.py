@@ -13,7 +13,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from torchlint._lazy import cst
-
 from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
 from torchlint.edits import EditError, add_import, drop_import, replace_node
