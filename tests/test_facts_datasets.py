@@ -158,8 +158,8 @@ def test_hf_training_arguments_dataloader_options():
     args = TrainingArguments(output_dir="out", dataloader_num_workers=0, dataloader_pin_memory=True)
     """
     facts = facts_of(source)
-    [(call, options)] = facts.hf_training_arguments
-    assert {k: v.describe() for k, v in options.items() if k.startswith("dataloader_")} == {
+    [arguments] = facts.hf_training_arguments
+    assert {k: v.describe() for k, v in arguments.options.items() if k.startswith("dataloader_")} == {
         "dataloader_num_workers": "0",
         "dataloader_pin_memory": "True",
     }

@@ -291,3 +291,21 @@ def test_loader_in_train_py_with_the_loop_in_engine_py(tmp_path):
         __import__("support").settings(select=("TL2",)),
     )
     assert [(d.code, d.location.line) for d in diagnostics] == [("TL202", 7), ("TL203", 7)]
+
+
+# -- Hugging Face TrainingArguments ------------------------------------------------------------------------
+
+
+def test_training_arguments_speak_in_dataloader_options():
+    source = """\
+    from transformers import TrainingArguments
+    a = TrainingArguments(output_dir="out", dataloader_num_workers=4)
+    b = TrainingArguments(output_dir="out", dataloader_num_workers=args.workers, dataloader_persistent_workers=True)
+    c = TrainingArguments(output_dir="out", dataloader_persistent_workers=True)
+    d = TrainingArguments(output_dir="out", dataloader_pin_memory=False, dataloader_num_workers=0)
+    e = TrainingArguments(output_dir="out")
+    """
+    assert codes_and_lines(source, select=("TL2",)) == [("TL203", 2), ("TL204", 4), ("TL202", 5)]
+    fixed = fix(source, select=("TL2",))
+    assert 'a = TrainingArguments(output_dir="out", dataloader_num_workers=4, dataloader_persistent_workers=True)' in fixed
+    assert 'd = TrainingArguments(output_dir="out", dataloader_pin_memory=True, dataloader_num_workers=0)' in fixed

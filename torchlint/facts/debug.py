@@ -48,9 +48,9 @@ def describe(facts: ModuleFacts) -> str:
             out.append("    feeds no training loop")
     if not facts.loaders:
         out.append("  (none)")
-    for call, options in facts.hf_training_arguments:
-        out.append(f"TrainingArguments at line {line(call.node)}:")
-        for name, option in sorted(options.items()):
+    for arguments in facts.hf_training_arguments:
+        out.append(f"TrainingArguments at line {line(arguments.call)}:")
+        for name, option in sorted(arguments.options.items()):
             if name.startswith("dataloader_"):
                 out.append(f"    {name} = {option.describe()}")
     return "\n".join(out) + "\n"

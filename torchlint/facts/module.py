@@ -371,16 +371,15 @@ class ModuleFacts:
         return found
 
     @cached_property
-    def hf_training_arguments(self) -> list[tuple[CallRecord, dict[str, Option]]]:
-        """`TrainingArguments(...)` calls (Hugging Face): their `dataloader_*` options set the loader."""
+    def hf_training_arguments(self) -> list[Loader]:
+        """`TrainingArguments(...)` calls (Hugging Face): their `dataloader_*` options configure the loader
+        the Trainer builds. Represented like a loader whose options are the call's arguments."""
         found = []
         for call in self.calls:
             qualname = self.qualname(call.node.func, call.scope) or ""
-            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
-                ("TrainingArguments", "Config")
-            ):
-                options, _, _ = call_options(self, call.node, call.scope)
-                found.append((call, options))
+            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(("TrainingArguments", "Config")):
+                options, complete, names = call_options(self, call.node, call.scope)
+                found.append(Loader(call.node, call.scope, qualname, options, complete, names))
         return found
 
     @cached_property

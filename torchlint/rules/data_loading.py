@@ -157,6 +157,15 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
                 "host-to-device copy of a batch is synchronous"
             )
             yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, device, on_cpu))
+        for arguments in facts.hf_training_arguments:  # the Trainer pins by default; False turns it off
+            if _literal(arguments.option("dataloader_pin_memory")) == (True, False):
+                message = (
+                    "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device copies "
+                    "of every batch are synchronous"
+                )
+                edit = self.set_option(facts, arguments, "dataloader_pin_memory", "True")
+                fix = Fix("Set `dataloader_pin_memory=True`", Applicability.UNSAFE, (edit,)) if edit else None
+                yield self.finding_on_loader(facts, arguments, message, fix)
 
     def _fix(self, facts: ModuleFacts, loader: Loader, device: Device, on_cpu: bool | None) -> Fix | None:
         edits: list[Edit] = []
@@ -201,18 +210,32 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
                 "`persistent_workers=True`: every epoch starts all of its workers again"
             )
             yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
+        for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
+            workers = arguments.option("dataloader_num_workers")
+            if workers is None or workers.conditional or not _missing(arguments, "dataloader_persistent_workers"):
+                continue
+            known, value = _literal(workers)
+            if (known and isinstance(value, int) and value > 0) or (not known and workers.value.is_user_controlled):
+                message = (
+                    "`TrainingArguments` with `dataloader_num_workers` but without "
+                    "`dataloader_persistent_workers=True`: every epoch starts all of the loader's workers again"
+                )
+                fix = self._fix(facts, arguments, workers, known, "dataloader_persistent_workers")
+                yield self.finding_on_loader(facts, arguments, message, fix)
 
-    def _fix(self, facts: ModuleFacts, loader: Loader, workers: Option, known: bool) -> Fix | None:
+    def _fix(
+        self, facts: ModuleFacts, loader: Loader, workers: Option, known: bool, name: str = "persistent_workers"
+    ) -> Fix | None:
         if known:
             value = "True"
         elif workers.via is None and workers.value.node is not None:
             value = f"{facts.code(workers.value.node)} > 0"  # True with 0 workers raises ValueError
         else:
             return None
-        edit = self.set_option(facts, loader, "persistent_workers", value)
+        edit = self.set_option(facts, loader, name, value)
         if edit is None:
             return None
-        return Fix(f"Set `persistent_workers={value}`", Applicability.UNSAFE, (edit,))
+        return Fix(f"Set `{name}={value}`", Applicability.UNSAFE, (edit,))
 
 
 class DataLoaderInvalidWorkerOptions(_LoaderRule):
@@ -221,6 +244,26 @@ class DataLoaderInvalidWorkerOptions(_LoaderRule):
     severity = Severity.ERROR
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        yield from self._check_loaders(facts)
+        for arguments in facts.hf_training_arguments:
+            known, workers = _literal(arguments.option("dataloader_num_workers"))
+            if not (_missing(arguments, "dataloader_num_workers") or (known and workers == 0)):
+                continue
+            if _literal(arguments.option("dataloader_persistent_workers")) == (True, True):
+                message = (
+                    "`TrainingArguments` with `dataloader_persistent_workers=True` and no "
+                    "`dataloader_num_workers`: the Trainer's DataLoader raises ValueError"
+                )
+                yield self.finding_on_loader(facts, arguments, message, None)
+            prefetch_known, prefetch = _literal(arguments.option("dataloader_prefetch_factor"))
+            if prefetch_known and prefetch is not None:
+                message = (
+                    f"`TrainingArguments` with `dataloader_prefetch_factor={prefetch}` and no "
+                    "`dataloader_num_workers` raises ValueError"
+                )
+                yield self.finding_on_loader(facts, arguments, message, None)
+
+    def _check_loaders(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
             callee = facts.code(loader.call.func)
             known, workers = _literal(loader.option("num_workers"))
