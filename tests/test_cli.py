@@ -178,7 +178,9 @@ def test_version():
 def test_rules_table_lists_every_rule():
     lines = invoke("rules").output.splitlines()
     assert lines[0].split() == ["code", "name", "family", "fix"]
-    assert ["TL303", "deprecated-amp-autocast", "mixed", "precision", "sometimes"] in [line.split() for line in lines]
+    assert ["TL303", "deprecated-amp-autocast", "mixed", "precision", "sometimes"] in [
+        line.split() for line in lines
+    ]
 
 
 def test_rule_prints_its_doc_and_unknown_rule_exits_two():

@@ -38,9 +38,15 @@ from support import facts_of
         ('dist.init_process_group(backend="nccl")', "cuda"),
         ("from accelerate import Accelerator\naccelerator = Accelerator()", "cuda when available"),
         ("from accelerate import Accelerator\naccelerator = Accelerator(cpu=True)", "unknown"),
-        ("from lightning.pytorch.cli import LightningCLI\ncli = LightningCLI(Model, Data)", "cuda when available"),
+        (
+            "from lightning.pytorch.cli import LightningCLI\ncli = LightningCLI(Model, Data)",
+            "cuda when available",
+        ),
         ("import lightning as L\nt = L.Trainer(accelerator='cpu')", "cpu"),
-        ("class T:\n    def __init__(self):\n        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n    def run(self):\n        self.model.to(self.device)", "cuda when available"),
+        (
+            "class T:\n    def __init__(self):\n        self.device = 'cuda' if torch.cuda.is_available() else 'cpu'\n    def run(self):\n        self.model.to(self.device)",
+            "cuda when available",
+        ),
     ],
 )
 def test_device_evidence(code, device):

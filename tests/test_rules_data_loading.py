@@ -307,5 +307,11 @@ def test_training_arguments_speak_in_dataloader_options():
     """
     assert codes_and_lines(source, select=("TL2",)) == [("TL203", 2), ("TL204", 4), ("TL202", 5)]
     fixed = fix(source, select=("TL2",))
-    assert 'a = TrainingArguments(output_dir="out", dataloader_num_workers=4, dataloader_persistent_workers=True)' in fixed
-    assert 'd = TrainingArguments(output_dir="out", dataloader_pin_memory=True, dataloader_num_workers=0)' in fixed
+    assert (
+        'a = TrainingArguments(output_dir="out", dataloader_num_workers=4, dataloader_persistent_workers=True)'
+        in fixed
+    )
+    assert (
+        'd = TrainingArguments(output_dir="out", dataloader_pin_memory=True, dataloader_num_workers=0)'
+        in fixed
+    )

@@ -33,7 +33,7 @@ from torchlint.facts.collect import (
 )
 from torchlint.facts.datasets import DatasetAnalysis
 from torchlint.facts.devices import Device, DeviceAnalysis, DeviceEvidence
-from torchlint.facts.loaders import LOADER_CLASSES, Loader, Option, build_loader, call_options
+from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader, call_options
 from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.training import ExternalSource, LoaderUse, TrainingAnalysis
 from torchlint.facts.values import Evaluator
@@ -377,7 +377,9 @@ class ModuleFacts:
         found = []
         for call in self.calls:
             qualname = self.qualname(call.node.func, call.scope) or ""
-            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(("TrainingArguments", "Config")):
+            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
+                ("TrainingArguments", "Config")
+            ):
                 options, complete, names = call_options(self, call.node, call.scope)
                 found.append(Loader(call.node, call.scope, qualname, options, complete, names))
         return found

@@ -91,7 +91,7 @@ class Scope:
 
     def lookup(self, name: str) -> list[Binding]:
         scope = self.deciding_scope(name)
-        return scope.bindings[name] if scope is not None else []
+        return scope.bindings.get(name, []) if scope is not None else []
 
     def resolve(self, name: str) -> str | None:
         """The qualified name `name` stands for in this scope, when every binding agrees."""

@@ -160,8 +160,8 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
         for arguments in facts.hf_training_arguments:  # the Trainer pins by default; False turns it off
             if _literal(arguments.option("dataloader_pin_memory")) == (True, False):
                 message = (
-                    "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device copies "
-                    "of every batch are synchronous"
+                    "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device "
+                    "copies of every batch are synchronous"
                 )
                 edit = self.set_option(facts, arguments, "dataloader_pin_memory", "True")
                 fix = Fix("Set `dataloader_pin_memory=True`", Applicability.UNSAFE, (edit,)) if edit else None
@@ -212,19 +212,30 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
         for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
             workers = arguments.option("dataloader_num_workers")
-            if workers is None or workers.conditional or not _missing(arguments, "dataloader_persistent_workers"):
+            if (
+                workers is None
+                or workers.conditional
+                or not _missing(arguments, "dataloader_persistent_workers")
+            ):
                 continue
             known, value = _literal(workers)
-            if (known and isinstance(value, int) and value > 0) or (not known and workers.value.is_user_controlled):
+            if (known and isinstance(value, int) and value > 0) or (
+                not known and workers.value.is_user_controlled
+            ):
                 message = (
                     "`TrainingArguments` with `dataloader_num_workers` but without "
-                    "`dataloader_persistent_workers=True`: every epoch starts all of the loader's workers again"
+                    "`dataloader_persistent_workers=True`: every epoch starts the loader's workers again"
                 )
                 fix = self._fix(facts, arguments, workers, known, "dataloader_persistent_workers")
                 yield self.finding_on_loader(facts, arguments, message, fix)
 
     def _fix(
-        self, facts: ModuleFacts, loader: Loader, workers: Option, known: bool, name: str = "persistent_workers"
+        self,
+        facts: ModuleFacts,
+        loader: Loader,
+        workers: Option,
+        known: bool,
+        name: str = "persistent_workers",
     ) -> Fix | None:
         if known:
             value = "True"
