@@ -110,7 +110,7 @@ def test_fix_sets_a_worker_count_and_imports_os():
         + 'if __name__ == "__main__":\n    pass\n'
     )
     fixed = fix(source, select=("TL201",))
-    assert f"loader = DataLoader(ds, batch_size=8, num_workers={WORKERS})\n" in fixed
+    assert f"loader = DataLoader(ds, batch_size=8, num_workers={WORKERS.format(os='os')})\n" in fixed
     assert fixed.startswith("import torch\nfrom torch.utils.data import DataLoader\nimport os\n")
 
 
@@ -121,7 +121,9 @@ def test_fix_edits_the_dict_entry_that_says_zero():
         + train_loop()
         + 'if __name__ == "__main__":\n    pass\n'
     )
-    assert f'kw = {{"batch_size": 8, "num_workers": {WORKERS}}}\n' in fix(source, select=("TL201",))
+    assert f'kw = {{"batch_size": 8, "num_workers": {WORKERS.format(os="os")}}}\n' in fix(
+        source, select=("TL201",)
+    )
 
 
 def test_no_fix_for_unpicklable_collate_or_missing_main_guard():

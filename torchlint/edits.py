@@ -64,6 +64,17 @@ def add_import(facts: ModuleFacts, module: str) -> Edit:
     return Edit(anchor, anchor, f"import {module}{facts.newline}", key=f"import:{module}")
 
 
+def module_in_scope(facts: ModuleFacts, module: str, scope) -> tuple[str, list[Edit]] | None:
+    """How a fix can name `module` where it edits: the file's own alias (`T` after `import torch as T`), or
+    the plain name plus the edit that imports it; None when that name is taken by something else."""
+    existing = facts.name_for_module(module, scope)
+    if existing is not None:
+        return existing, []
+    if not facts.name_is_free(module, scope):
+        return None
+    return module, [add_import(facts, module)]
+
+
 def drop_import(facts: ModuleFacts, binding: Binding) -> Edit | None:
     """Remove the import that bound `binding`, once every one of its uses has been rewritten.
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from torchlint._lazy import cst
 from torchlint.arguments import with_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from torchlint.edits import EditError, add_import, replace_node
+from torchlint.edits import EditError, module_in_scope, replace_node
 from torchlint.facts import ModuleFacts
 from torchlint.facts.datasets import DatasetKind
 from torchlint.facts.devices import Device
@@ -25,8 +25,8 @@ from torchlint.rules.base import FixAvailability, Rule
 # affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
 # memory and start-up time faster than throughput for typical pipelines).
 WORKERS = (
-    "min(8, max(1, (len(os.sched_getaffinity(0)) "  # noqa: ISC003
-    + 'if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1))'
+    "min(8, max(1, (len({os}.sched_getaffinity(0)) "  # noqa: ISC003
+    + 'if hasattr({os}, "sched_getaffinity") else {os}.cpu_count() or 1) - 1))'
 )
 
 
@@ -121,14 +121,13 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 f'{message} (no automatic fix: the script has no `if __name__ == "__main__":` guard, which '
                 "worker processes started by spawn or forkserver need)"
             ), None
-        edit = self.set_option(facts, loader, "num_workers", WORKERS)
+        os_module = module_in_scope(facts, "os", loader.scope)
+        if os_module is None:
+            return message, None
+        edit = self.set_option(facts, loader, "num_workers", WORKERS.format(os=os_module[0]))
         if edit is None:
             return message, None
-        edits = [edit]
-        if facts.name_for_module("os", loader.scope) != "os":
-            if not facts.name_is_free("os", loader.scope):
-                return message, None
-            edits.append(add_import(facts, "os"))
+        edits = [edit, *os_module[1]]
         return message, Fix(
             "Use one worker per available CPU but one (at most 8)", Applicability.UNSAFE, tuple(edits)
         )
@@ -172,13 +171,10 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
         if device is Device.CUDA:
             value = "True"
         else:
-            torch = facts.name_for_module("torch", loader.scope)
+            torch = module_in_scope(facts, "torch", loader.scope)
             if torch is None:
-                if not facts.name_is_free("torch", loader.scope):
-                    return None
-                torch = "torch"
-                edits.append(add_import(facts, "torch"))
-            value = f"{torch}.cuda.is_available()"
+                return None
+            value, edits = f"{torch[0]}.cuda.is_available()", torch[1]
         edit = self.set_option(facts, loader, "pin_memory", value)
         if edit is None:
             return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from torchlint._lazy import cst
 from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
-from torchlint.edits import EditError, add_import, drop_import, replace_node
+from torchlint.edits import EditError, drop_import, module_in_scope, replace_node
 from torchlint.facts import BindingKind, ModuleFacts, Reference
 from torchlint.rules.base import FixAvailability, Rule
 
@@ -91,13 +91,10 @@ class _DeprecatedAmpRule(Rule):
             call_hint = f"{target}({device}, ...)"
         message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
 
-        torch_name = facts.name_for_module("torch", ref.scope)
-        edits: list[Edit] = []
-        if torch_name is None:
-            if not facts.name_is_free("torch", ref.scope):
-                return message, None
-            torch_name = "torch"
-            edits.append(add_import(facts, "torch"))
+        torch = module_in_scope(facts, "torch", ref.scope)
+        if torch is None:
+            return message, None
+        torch_name, edits = torch
         callee = cst.parse_expression(f"{torch_name}.amp.{new.replacement}")
 
         replacement = self._replacement(ref, callee, new)
