@@ -11,6 +11,7 @@ not parse is ignored and rebuilt, never fatal. The folder carries a CACHEDIR.TAG
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+@functools.cache
 def _code_digest() -> str:
     """torchlint's own code: an edited checkout (same version number) must not reuse old results."""
     package = Path(__file__).resolve().parent
@@ -40,12 +42,9 @@ def _code_digest() -> str:
     return content_hash(repr(stats).encode())
 
 
-_CODE = _code_digest()
-
-
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
     relevant = (
-        _CODE,
+        _code_digest(),
         settings.device,
         settings.torch_version,
         sorted(enabled),

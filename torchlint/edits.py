@@ -7,9 +7,13 @@ lets independent fixes on one line coexist.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torchlint._lazy import cst
 from torchlint.diagnostics import Edit
-from torchlint.facts import Binding, ModuleFacts
+
+if TYPE_CHECKING:
+    from torchlint.facts import Binding, ModuleFacts
 
 
 class EditError(Exception):

@@ -11,16 +11,18 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
-from torchlint.facts import ModuleFacts
 from torchlint.files import matches_any, project_root
 from torchlint.fixer import apply
 from torchlint.noqa import read_suppressions
-from torchlint.project import Project
 from torchlint.rules.base import Rule, registered_rules
+
+if TYPE_CHECKING:
+    from torchlint.project import Project
 
 MAX_FIX_PASSES = 10
 
@@ -48,6 +50,8 @@ class Linter:
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
+        from torchlint.project import Project
+
         root = project_root(file.resolve().parent)
         if root not in self._projects:
             self._projects[root] = Project(root)
@@ -86,6 +90,8 @@ class Linter:
                 diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                 found = [diagnostic] if "TL001" in enabled else []
                 return _finish(found, text)
+            from torchlint.facts import ModuleFacts
+
             file = Path(path)
             project = self.project_for(file) if file.is_file() else None
             facts = ModuleFacts(path, text, module, project=project, file=file if project else None)

@@ -8,7 +8,6 @@ checked and fixed.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,6 +110,8 @@ def available_cpus() -> int:
 
 
 def _in_parallel(targets: list[Target], options: RunOptions, jobs: int) -> list[Outcome]:
+    from concurrent.futures import ProcessPoolExecutor
+
     chunk = max(1, len(targets) // (jobs * 4))
     with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(options,)) as pool:
         return list(pool.map(_check_in_worker, targets, chunksize=chunk))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic, Severity
-from torchlint.facts import ModuleFacts
 from torchlint.rules.base import Rule
+
+if TYPE_CHECKING:
+    from torchlint.facts import ModuleFacts
 
 
 class SyntaxErrorRule(Rule):

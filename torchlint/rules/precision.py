@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
 from torchlint.edits import EditError, drop_import, module_in_scope, replace_node
-from torchlint.facts import BindingKind, ModuleFacts, Reference
+from torchlint.facts.names import BindingKind
 from torchlint.rules.base import FixAvailability, Rule
+
+if TYPE_CHECKING:
+    from torchlint.facts import ModuleFacts, Reference
 
 
 @dataclass(frozen=True)
