@@ -176,10 +176,9 @@ def probe_flags() -> dict[str, bool]:
     flags = {flag: flag in help_text for flag in ("--jobs", "--no-cache", "--no-prefilter", "--statistics")}
     # Hidden options are not in --help. Click rejects an unknown option (exit 2) before it reaches the
     # eager --help that follows it, so exit 0 means the option exists.
-    hidden = subprocess.run(
-        [str(TORCHLINT), "check", "--show-phase2-count", "--help"], capture_output=True, text=True
-    )
-    flags["--show-phase2-count"] = hidden.returncode == 0
+    for flag in ("--show-phase2-count", "--no-prefilter"):
+        hidden = subprocess.run([str(TORCHLINT), "check", flag, "--help"], capture_output=True, text=True)
+        flags[flag] = flags.get(flag, False) or hidden.returncode == 0
     return flags
 
 

@@ -42,7 +42,16 @@ def _code_digest() -> str:
     return content_hash(repr(stats).encode())
 
 
+@functools.lru_cache(maxsize=256)
+def _digest(settings: Settings, enabled: tuple[str, ...]) -> str:
+    return _settings_digest(settings, list(enabled))
+
+
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
+    return _digest(settings, tuple(enabled))
+
+
+def _settings_digest(settings: Settings, enabled: list[str]) -> str:
     relevant = (
         _code_digest(),
         settings.device,

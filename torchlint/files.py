@@ -49,7 +49,10 @@ class SettingsResolver:
     def for_directory(self, directory: Path) -> Settings:
         if self._fixed is not None:
             return self._fixed
-        directory = directory.resolve()
+        found = self._by_dir.get(directory)  # as given (resolving costs a syscall per folder level)
+        if found is not None:
+            return found
+        given, directory = directory, directory.resolve()
         found = self._by_dir.get(directory)
         if found is None:
             candidate = directory / "pyproject.toml"
@@ -62,6 +65,7 @@ class SettingsResolver:
             else:
                 found = self._defaults(project_root(directory))
             self._by_dir[directory] = found
+        self._by_dir[given] = found
         return found
 
     def _defaults(self, root: Path) -> Settings:
@@ -92,10 +96,17 @@ class Target:
 
 
 def relative_to_root(path: Path, settings: Settings) -> str | None:
-    try:
-        return path.resolve().relative_to(settings.root).as_posix()
-    except ValueError:
-        return None
+    """`path` relative to the config's folder (posix), or None outside it. String work: it runs per entry."""
+    text = os.path.realpath(path) if not path.is_absolute() else os.path.normpath(path)
+    root = str(settings.root)
+    if text == root:
+        return ""
+    if not text.startswith(root.rstrip(os.sep) + os.sep):
+        resolved = os.path.realpath(path)  # through symlinks, as a last resort
+        if not resolved.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        text = resolved
+    return text[len(root.rstrip(os.sep)) + 1 :].replace(os.sep, "/")
 
 
 def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
@@ -128,6 +139,7 @@ class GitIgnore:
 
     def __init__(self) -> None:
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._chains: dict[Path, list[tuple[str, pathspec.GitIgnoreSpec]]] = {}
 
     def _spec_for(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
         if directory not in self._specs:
@@ -142,20 +154,27 @@ class GitIgnore:
             self._specs[directory] = spec
         return self._specs[directory]
 
+    def _chain(self, directory: Path) -> list[tuple[str, pathspec.GitIgnoreSpec]]:
+        """The .gitignore specs that apply in `directory`, from the repository root down (cached)."""
+        chain = self._chains.get(directory)
+        if chain is None:
+            root = _repository_root(directory)
+            if root is None:
+                chain = []
+            else:
+                chain = [] if directory == root else list(self._chain(directory.parent))
+                spec = self._spec_for(directory)
+                if spec is not None:
+                    chain.append((str(directory).rstrip(os.sep), spec))
+            self._chains[directory] = chain
+        return chain
+
     def ignored(self, path: Path, is_dir: bool) -> bool:
         path = path.absolute()
-        root = _repository_root(path.parent)
-        if root is None:
-            return False
+        text = str(path)
         verdict = False
-        directories = [path.parent, *path.parent.parents]
-        for directory in reversed(directories):
-            if directory != root and root not in directory.parents:
-                continue
-            spec = self._spec_for(directory)
-            if spec is None:
-                continue
-            relative = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
+        for folder, spec in self._chain(path.parent):
+            relative = text[len(folder) + 1 :].replace(os.sep, "/") + ("/" if is_dir else "")
             result = spec.check_file(relative)
             if result.include is not None:
                 verdict = result.include
@@ -221,6 +240,7 @@ def _walk(
     visited: set[tuple[int, int]],
     force_exclude: bool,
 ) -> Iterator[tuple[Path, str]]:
+    directory = directory.absolute()
     try:
         stat = directory.stat()
     except OSError:

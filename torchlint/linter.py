@@ -47,6 +47,7 @@ class Linter:
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
         self._projects: dict[Path, Project] = {}
+        self._enabled: dict[tuple[int, None], list[Rule]] = {}
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
@@ -62,6 +63,12 @@ class Linter:
         if key not in self._instances:
             self._instances[key] = (settings, [cls(settings) for cls in self.rule_classes.values()])
         rules = self._instances[key][1]
+        if not settings.per_file_ignores:  # the same rules for every file: decided once
+            enabled_key = (key, None)
+            if enabled_key not in self._enabled:
+                codes = enabled_codes(settings, list(self.rule_classes))
+                self._enabled[enabled_key] = [rule for rule in rules if rule.code in codes]
+            return self._enabled[enabled_key]
         ignored = tuple(
             code
             for pattern, codes in settings.per_file_ignores

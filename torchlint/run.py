@@ -90,13 +90,19 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
         outcome.errors.append(f"{missing}: no such file or directory")
         return outcome
 
+    worker = _Worker(linter, options)
+    # Cache hits are answered here; only the files that need checking go to other processes.
+    results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]
+    pending = [index for index, result in enumerate(results) if result is None]
     jobs = options.jobs or available_cpus()
-    if jobs > 1 and len(targets) >= PARALLEL_FROM:
-        results = _in_parallel(targets, options, jobs)
+    if jobs > 1 and len(pending) >= PARALLEL_FROM:
+        checked = _in_parallel([targets[index] for index in pending], options, jobs)
     else:
-        worker = _Worker(linter, options)
-        results = [worker.check(target) for target in targets]
+        checked = [worker.check(targets[index]) for index in pending]
+    for index, result in zip(pending, checked, strict=True):
+        results[index] = result
     for result in results:  # in discovery order, whatever the number of processes
+        assert result is not None
         outcome.merge(result)
     outcome.diagnostics.sort(key=Diagnostic.sort_key)
     return outcome
@@ -137,22 +143,29 @@ class _Worker:
         self.linter = linter
         self.options = options
         self._caches: dict[Path, ResultCache] = {}
+        self._roots: dict[Path, Path] = {}
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         if not self.options.cache or self.options.fix or self.options.diff:
             return None
-        root = project_root(target.path.resolve().parent)
+        folder = target.path.parent
+        if folder not in self._roots:
+            self._roots[folder] = project_root(folder.resolve())
+        root = self._roots[folder]
         if root not in self._caches:
             self._caches[root] = ResultCache(root)
         return self._caches[root]
 
-    def check(self, target: Target) -> Outcome:
+    def check(self, target: Target, cached_only: bool = False) -> Outcome | None:
+        """The outcome for one file; with `cached_only`, None unless the cache can answer."""
         outcome = Outcome(files_checked=1)
         linter, options = self.linter, self.options
         settings = target.settings
         try:
             source = SourceFile.read(target.path)
         except SourceError as error:
+            if cached_only:
+                return None
             if "TL002" in enabled_codes(settings, ["TL002"]):
                 diagnostic = io_error(target.display, f"{target.display}: {error}")
                 LineIndex("").locate(diagnostic)
@@ -161,7 +174,12 @@ class _Worker:
         unsafe = options.unsafe_fixes or settings.unsafe_fixes
         parsed_before, cached_before = linter.parsed, linter.from_cache
         try:
-            if options.fix or options.diff:
+            if cached_only:
+                found = self._from_cache(target, source)
+                if found is None:
+                    return None
+                text, diagnostics = source.text, found
+            elif options.fix or options.diff:
                 text, diagnostics = _fix_one(linter, target, source, options, unsafe, outcome)
             else:
                 text = source.text
@@ -188,17 +206,23 @@ class _Worker:
             outcome.sources[target.display] = LineIndex(text)
         return outcome
 
+    def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:
+        enabled = [rule.code for rule in self.linter.rules_for(target.settings, target.display)]
+        return cache.key(target.display, source.raw, settings_digest(target.settings, enabled))
+
+    def _from_cache(self, target: Target, source: SourceFile) -> list[Diagnostic] | None:
+        cache = self._cache_for(target)
+        cached = cache.load(self._key(cache, target, source)) if cache is not None else None
+        if cached is not None:
+            self.linter.from_cache += 1
+        return cached
+
     def _check_cached(self, target: Target, source: SourceFile) -> list[Diagnostic]:
         cache = self._cache_for(target)
         settings = target.settings
         if cache is None:
             return self.linter.check_text(target.display, source.text, settings)
-        enabled = [rule.code for rule in self.linter.rules_for(settings, target.display)]
-        key = cache.key(target.display, source.raw, settings_digest(settings, enabled))
-        cached = cache.load(key)
-        if cached is not None:
-            self.linter.from_cache += 1
-            return cached
+        key = self._key(cache, target, source)
         diagnostics = self.linter.check_text(target.display, source.text, settings)
         project = self.linter.project_for(target.path) if target.path.is_file() else None
         consulted = project.dependencies(target.path) if project is not None else set()
