@@ -27,10 +27,6 @@ if TYPE_CHECKING:
 MAX_FIX_PASSES = 10
 
 
-class UnsupportedSyntax(Exception):
-    """No longer raised (such files are TL001 findings); kept until run.py stops catching it."""
-
-
 class InternalError(Exception):
     """A bug in torchlint (a rule crashed, a fix broke the code): reported, exit 2, file left alone."""
 
@@ -42,7 +38,6 @@ class Linter:
         # `rule_classes` replaces the registered rules (tests use it for rules that must not be registered).
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
-        self.skipped_by_prefilter = 0
         self.from_cache = 0
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
@@ -86,7 +81,7 @@ class Linter:
         if syntax_error is not None:
             found = [syntax_error] if "TL001" in enabled else []
         elif self.prefilter and not any(rule.could_fire(text) for rule in rules if rule.code[2] != "0"):
-            self.skipped_by_prefilter += 1
+            pass  # no selected rule could fire on this text: the syntax check above was all it needed
         else:
             self.parsed += 1
             try:
