@@ -12,34 +12,18 @@ not parse is ignored and rebuilt, never fatal. The folder carries a CACHEDIR.TAG
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
-from torchlint import __version__
+from torchlint import __version__, observe
 from torchlint.config import Settings
-from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Position, Severity
+from torchlint.diagnostics import Diagnostic
+from torchlint.digest import code_digest, content_hash
 
 FOLDER = ".torchlint_cache"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
-
-
-def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-@functools.cache
-def _code_digest() -> str:
-    """torchlint's own code: an edited checkout (same version number) must not reuse old results."""
-    package = Path(__file__).resolve().parent
-    stats = sorted(
-        (str(path.relative_to(package)), path.stat().st_size, path.stat().st_mtime_ns)
-        for path in package.rglob("*.py")
-    )
-    return content_hash(repr(stats).encode())
 
 
 @functools.lru_cache(maxsize=256)
@@ -53,7 +37,7 @@ def settings_digest(settings: Settings, enabled: list[str]) -> str:
 
 def _settings_digest(settings: Settings, enabled: list[str]) -> str:
     relevant = (
-        _code_digest(),
+        code_digest(),
         settings.device,
         settings.torch_version,
         sorted(enabled),
@@ -61,6 +45,12 @@ def _settings_digest(settings: Settings, enabled: list[str]) -> str:
         __version__,
     )
     return content_hash(repr(relevant).encode())
+
+
+def mark_cache_folder(folder: Path) -> None:
+    """Backup tools skip it (CACHEDIR.TAG) and git ignores it, wherever the project's .gitignore stands."""
+    (folder / "CACHEDIR.TAG").write_text(_TAG)
+    (folder / ".gitignore").write_text("*\n")
 
 
 class ResultCache:
@@ -71,10 +61,8 @@ class ResultCache:
     def _ready(self) -> bool:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            top = self.folder.parent
-            if not (top / "CACHEDIR.TAG").exists():
-                (top / "CACHEDIR.TAG").write_text(_TAG)
-                (top / ".gitignore").write_text("*\n")
+            if not (self.folder.parent / "CACHEDIR.TAG").exists():
+                mark_cache_folder(self.folder.parent)
             return True
         except OSError:
             return False  # a read-only checkout: run without a cache
@@ -82,7 +70,7 @@ class ResultCache:
     def file_hash(self, path: Path) -> str | None:
         if path not in self._hashes:
             try:
-                self._hashes[path] = content_hash(path.read_bytes())
+                self._hashes[path] = content_hash(observe.read_bytes(path))
             except OSError:
                 self._hashes[path] = None
         return self._hashes[path]
@@ -97,7 +85,7 @@ class ResultCache:
             for path, expected in entry["consulted"].items():
                 if self.file_hash(Path(path)) != expected:
                     return None
-            return [_diagnostic(item) for item in entry["diagnostics"]]
+            return [Diagnostic.from_plain(item) for item in entry["diagnostics"]]
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing, stale or corrupted: rebuild
 
@@ -106,7 +94,7 @@ class ResultCache:
             return
         entry = {
             "consulted": {str(path): self.file_hash(path) for path in sorted(consulted)},
-            "diagnostics": [_plain(d) for d in diagnostics],
+            "diagnostics": [d.to_plain() for d in diagnostics],
         }
         try:
             fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".entry-", suffix=".tmp")
@@ -115,29 +103,3 @@ class ResultCache:
             os.replace(temp, self.folder / f"{key}.json")
         except OSError:
             pass
-
-
-def _plain(d: Diagnostic) -> dict:
-    data = asdict(d)
-    data["severity"] = d.severity.value
-    if d.fix is not None:
-        data["fix"]["applicability"] = d.fix.applicability.value
-    return data
-
-
-def _diagnostic(data: dict) -> Diagnostic:
-    fix = data["fix"]
-    return Diagnostic(
-        data["code"],
-        data["name"],
-        data["message"],
-        Severity(data["severity"]),
-        data["path"],
-        data["start"],
-        data["end"],
-        Fix(fix["title"], Applicability(fix["applicability"]), tuple(Edit(**e) for e in fix["edits"]))
-        if fix
-        else None,
-        Position(**data["location"]),
-        Position(**data["end_location"]),
-    )

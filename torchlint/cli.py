@@ -93,7 +93,8 @@ def check(
     show_phase2_count: bool,
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code."""
-    from torchlint.run import RunOptions, run
+    from torchlint.outcome import RunOptions
+    from torchlint.replay import replay
 
     options = RunOptions(
         paths=list(paths) or [Path(".")],
@@ -112,11 +113,15 @@ def check(
         cache=not no_cache,
         prefilter=not no_prefilter,
     )
-    outcome = run(options)
+    outcome = replay(options)
+    if outcome is None:
+        from torchlint.run import run
+
+        outcome = run(options)
     if show_phase2_count:
         click.echo(
             f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, "
-            f"{outcome.from_cache} from cache",
+            f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}",
             err=True,
         )
     if statistics and not (fix or diff):
@@ -137,7 +142,6 @@ def check(
 
 
 def _report(outcome, options, output_format: str, quiet: bool) -> None:
-    from torchlint.fixer import unified_diff
     from torchlint.report import REPORTERS
 
     for message in outcome.warnings:
@@ -145,6 +149,8 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
     for message in outcome.errors:
         click.echo(f"error: {message}", err=True)
     if options.diff:
+        from torchlint.fixer import unified_diff
+
         for path, before, after in outcome.diffs:
             sys.stdout.write(unified_diff(path, before, after))
         sys.stdout.flush()

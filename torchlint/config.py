@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from torchlint import observe
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -123,7 +125,7 @@ _KEYS: dict[str, str] = {
 def has_tool_table(pyproject: Path) -> bool:
     """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?"""
     try:
-        text = pyproject.read_text(encoding="utf-8")
+        text = observe.read_text(pyproject)
     except OSError:
         return False
     return "tool.torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
@@ -132,7 +134,7 @@ def has_tool_table(pyproject: Path) -> bool:
 def load_settings(config_file: Path, known_codes: list[str], rule_options: dict[str, dict]) -> Settings:
     """Settings from a pyproject.toml (its [tool.torchlint] table) or a torchlint.toml-style file."""
     try:
-        text = config_file.read_text(encoding="utf-8")
+        text = observe.read_text(config_file)
     except OSError as error:
         raise ConfigError(f"{config_file}: cannot read: {error.strerror or error}") from None
     document = _parse(config_file, text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 
 class Applicability(enum.Enum):
@@ -84,6 +84,32 @@ class Diagnostic:
 
     def sort_key(self) -> tuple:
         return (self.path, self.location.line, self.location.column, self.code)
+
+    def to_plain(self) -> dict:
+        """JSON-ready, for the caches; `from_plain` gives it back."""
+        data = asdict(self)
+        data["severity"] = self.severity.value
+        if self.fix is not None:
+            data["fix"]["applicability"] = self.fix.applicability.value
+        return data
+
+    @classmethod
+    def from_plain(cls, data: dict) -> Diagnostic:
+        fix = data["fix"]
+        return cls(
+            data["code"],
+            data["name"],
+            data["message"],
+            Severity(data["severity"]),
+            data["path"],
+            data["start"],
+            data["end"],
+            Fix(fix["title"], Applicability(fix["applicability"]), tuple(Edit(**e) for e in fix["edits"]))
+            if fix
+            else None,
+            Position(**data["location"]),
+            Position(**data["end_location"]),
+        )
 
 
 class LineIndex:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pathspec
 
+from torchlint import observe
 from torchlint.config import ConfigError, Settings, has_tool_table, load_settings
 
 
@@ -35,7 +36,7 @@ class SettingsResolver:
         self._by_file: dict[Path, Settings] = {}
         self._fixed: Settings | None = None
         if config_file is not None:
-            if not config_file.is_file():
+            if not observe.is_file(config_file):
                 raise ConfigError(f"{config_file}: config file does not exist")
             self._fixed = self._load(config_file)
 
@@ -56,7 +57,7 @@ class SettingsResolver:
         found = self._by_dir.get(directory)
         if found is None:
             candidate = directory / "pyproject.toml"
-            if candidate.is_file() and has_tool_table(candidate):
+            if observe.is_file(candidate) and has_tool_table(candidate):
                 found = self._load(candidate)
             elif directory.parent != directory:
                 found = self.for_directory(directory.parent)
@@ -81,7 +82,7 @@ class SettingsResolver:
 def project_root(directory: Path) -> Path:
     """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory."""
     for folder in (directory, *directory.parents):
-        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+        if observe.is_file(folder / "pyproject.toml") or observe.exists(folder / ".git"):
             return folder
     return Path.cwd().resolve()
 
@@ -140,14 +141,15 @@ class GitIgnore:
     def __init__(self) -> None:
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
         self._chains: dict[Path, list[tuple[str, pathspec.GitIgnoreSpec]]] = {}
+        self._roots: dict[Path, Path | None] = {}
 
     def _spec_for(self, directory: Path) -> pathspec.GitIgnoreSpec | None:
         if directory not in self._specs:
             spec = None
             ignore_file = directory / ".gitignore"
-            if ignore_file.is_file():
+            if observe.is_file(ignore_file):
                 try:
-                    lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                    lines = observe.read_text(ignore_file, errors="replace").splitlines()
                     spec = pathspec.GitIgnoreSpec.from_lines(lines)
                 except OSError:
                     spec = None
@@ -158,7 +160,7 @@ class GitIgnore:
         """The .gitignore specs that apply in `directory`, from the repository root down (cached)."""
         chain = self._chains.get(directory)
         if chain is None:
-            root = _repository_root(directory)
+            root = _repository_root(directory, self._roots)
             if root is None:
                 chain = []
             else:
@@ -181,18 +183,16 @@ class GitIgnore:
         return verdict
 
 
-_repo_roots: dict[Path, Path | None] = {}
-
-
-def _repository_root(directory: Path) -> Path | None:
-    if directory not in _repo_roots:
-        if (directory / ".git").exists():
-            _repo_roots[directory] = directory
+def _repository_root(directory: Path, memo: dict[Path, Path | None]) -> Path | None:
+    """Memoised per run (not per process): a long-lived process (the LSP) must see a new .git."""
+    if directory not in memo:
+        if observe.exists(directory / ".git"):
+            memo[directory] = directory
         elif directory.parent == directory:
-            _repo_roots[directory] = None
+            memo[directory] = None
         else:
-            _repo_roots[directory] = _repository_root(directory.parent)
-    return _repo_roots[directory]
+            memo[directory] = _repository_root(directory.parent, memo)
+    return memo[directory]
 
 
 class MissingPath(Exception):
@@ -202,7 +202,7 @@ class MissingPath(Exception):
 def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool) -> list[Target]:
     """Every file to check, each once, sorted as the output will be."""
     for path in paths:
-        if not path.exists() and not path.is_symlink():
+        if not observe.exists(path) and not path.is_symlink():
             raise MissingPath(str(path))
     gitignore = GitIgnore()
     seen: set[Path] = set()
@@ -221,7 +221,7 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
 def _expand(
     path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
 ) -> Iterator[tuple[Path, str]]:
-    if not path.is_dir() or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
+    if not observe.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
         settings = resolver.for_file(path)
         if force_exclude and (
             is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
@@ -251,7 +251,7 @@ def _walk(
     visited.add(key)
     settings = resolver.for_directory(directory)
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        entries = observe.scandir(directory)
     except OSError:
         return
     for entry in entries:

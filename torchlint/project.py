@@ -11,11 +11,11 @@ reverse question (who imports this file?) uses a cheap `ast` scan of the project
 from __future__ import annotations
 
 import ast
-import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchlint import observe
 from torchlint._lazy import cst
 from torchlint.config import DEFAULT_EXCLUDES
 from torchlint.source import SourceError, SourceFile
@@ -126,7 +126,7 @@ class Project:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tree = ast.parse(file.read_bytes())
+                    tree = ast.parse(observe.read_bytes(file))
             except (OSError, SyntaxError, ValueError, RecursionError):
                 continue
             for node in ast.walk(tree):
@@ -148,11 +148,24 @@ class Project:
         if self._files is not None:
             return self._files
         found: list[Path] = []
-        for folder, dirs, files in os.walk(self.root):
-            dirs[:] = sorted(d for d in dirs if d not in DEFAULT_EXCLUDES and not d.startswith("."))
-            found += [Path(folder, f).resolve() for f in sorted(files) if f.endswith(".py")]
-            if len(found) > MAX_PROJECT_FILES:
-                break
+        folders = [str(self.root)]
+        while folders and len(found) <= MAX_PROJECT_FILES:
+            folder = folders.pop(0)
+            try:
+                entries = observe.scandir(folder)
+            except OSError:
+                continue
+            subfolders = []
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in DEFAULT_EXCLUDES and not entry.name.startswith("."):
+                            subfolders.append(entry.path)
+                    elif entry.name.endswith(".py"):
+                        found.append(Path(entry.path).resolve())
+                except OSError:
+                    continue
+            folders[:0] = subfolders  # depth first, in name order
         self._files = found
         return found
 
@@ -160,10 +173,10 @@ class Project:
 def _find_module(base: Path, parts: list[str]) -> Path | None:
     if not parts:
         init = base / "__init__.py"
-        return init.resolve() if init.is_file() else None
+        return init.resolve() if observe.is_file(init) else None
     candidate = base.joinpath(*parts)
     for path in (candidate.with_name(candidate.name + ".py"), candidate / "__init__.py"):
-        if path.is_file():
+        if observe.is_file(path):
             return path.resolve()
     return None
 

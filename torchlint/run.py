@@ -8,70 +8,43 @@ checked and fixed.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchlint import observe
 from torchlint.cache import ResultCache, settings_digest
 from torchlint.config import ConfigError, enabled_codes
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
 from torchlint.files import MissingPath, SettingsResolver, Target, discover, project_root
 from torchlint.linter import InternalError, Linter, io_error
+from torchlint.outcome import Outcome, RunOptions
 from torchlint.source import SourceError, SourceFile
 from torchlint.writing import WriteRefused
-
-
-@dataclass
-class RunOptions:
-    paths: list[Path]
-    fix: bool = False
-    unsafe_fixes: bool = False
-    diff: bool = False
-    cli_settings: dict = field(default_factory=dict)
-    config_file: Path | None = None
-    force_exclude: bool = False
-    jobs: int | None = None  # None: the CPUs this process may use
-    cache: bool = True
-    prefilter: bool = True
-
-
-@dataclass
-class Outcome:
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    sources: dict[str, LineIndex] = field(default_factory=dict)
-    fixed: int = 0  # fixes applied (written, or shown with --diff)
-    diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (path, before, after)
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    files_checked: int = 0
-    files_fixed: list[str] = field(default_factory=list)  # written (or, with --diff, that would be)
-    files_failed: list[str] = field(default_factory=list)  # left as they were because of an error
-    files_unwritten: list[str] = field(default_factory=list)  # of those: fixed, but refused on writing
-    fixable: int = 0  # remaining findings whose fix `--fix` would apply (with each file's settings)
-    hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
-    parsed: int = 0  # files that went through LibCST (phase 2)
-    from_cache: int = 0  # files whose results came from the cache
-
-    def merge(self, other: Outcome) -> None:
-        for name in (
-            "diagnostics",
-            "diffs",
-            "errors",
-            "warnings",
-            "files_fixed",
-            "files_failed",
-            "files_unwritten",
-        ):
-            getattr(self, name).extend(getattr(other, name))
-        for name in ("fixed", "files_checked", "fixable", "hidden_fixes", "parsed", "from_cache"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.sources.update(other.sources)
-
 
 # Below this many files a single process wins: each worker pays LibCST's import (about half a second).
 PARALLEL_FROM = 16
 
 
 def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
+    """Check (or fix) every file; a clean check run is recorded for `torchlint.replay`.
+
+    Only a run with a fresh linter is recorded: a linter passed in may already know files (its projects'
+    facts) without this run having observed them.
+    """
+    from torchlint import replay
+
+    recording = linter is None and replay.replayable(options)
+    if recording:
+        observe.start()
+    try:
+        outcome = _run(options, linter)
+    finally:
+        observed = observe.stop() if recording else {}
+    if recording:
+        replay.record(options, outcome, observed)
+    return outcome
+
+
+def _run(options: RunOptions, linter: Linter | None) -> Outcome:
     outcome = Outcome()
     linter = linter or Linter(prefilter=options.prefilter)
     codes = list(linter.rule_classes)
@@ -104,6 +77,7 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
     for result in results:  # in discovery order, whatever the number of processes
         assert result is not None
         outcome.merge(result)
+    observe.absorb(outcome.observed)  # what worker processes read
     outcome.diagnostics.sort(key=Diagnostic.sort_key)
     return outcome
 
@@ -127,13 +101,20 @@ _process_worker: _Worker | None = None
 
 
 def _start_worker(options: RunOptions) -> None:
+    from torchlint import replay
+
     global _process_worker
     _process_worker = _Worker(Linter(prefilter=options.prefilter), options)
+    if replay.replayable(options):
+        observe.start()
 
 
 def _check_in_worker(target: Target) -> Outcome:
     assert _process_worker is not None
-    return _process_worker.check(target)
+    outcome = _process_worker.check(target)
+    assert outcome is not None
+    outcome.observed = observe.drain()
+    return outcome
 
 
 class _Worker:

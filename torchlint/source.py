@@ -11,6 +11,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchlint import observe
+
 
 class SourceError(Exception):
     """The file cannot be read or decoded: becomes a TL002 finding (on `line` when one is known)."""
@@ -30,10 +32,10 @@ class SourceFile:
 
     @classmethod
     def read(cls, path: Path) -> SourceFile:
-        if path.is_dir():
+        if observe.is_dir(path):
             raise SourceError("is a directory, not a file")
         try:
-            raw = path.read_bytes()
+            raw = observe.read_bytes(path)
         except OSError as error:
             raise SourceError(f"cannot read: {error.strerror or error}") from None
         return cls.decode(path, raw)

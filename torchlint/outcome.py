@@ -1,0 +1,58 @@
+"""What a run is asked to do, and what it found: shared by the run itself, its replay and the reporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchlint.diagnostics import Diagnostic, LineIndex
+
+
+@dataclass
+class RunOptions:
+    paths: list[Path]
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    cli_settings: dict = field(default_factory=dict)
+    config_file: Path | None = None
+    force_exclude: bool = False
+    jobs: int | None = None  # None: the CPUs this process may use
+    cache: bool = True
+    prefilter: bool = True
+
+
+@dataclass
+class Outcome:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: dict[str, LineIndex] = field(default_factory=dict)
+    fixed: int = 0  # fixes applied (written, or shown with --diff)
+    diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (path, before, after)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    files_checked: int = 0
+    files_fixed: list[str] = field(default_factory=list)  # written (or, with --diff, that would be)
+    files_failed: list[str] = field(default_factory=list)  # left as they were because of an error
+    files_unwritten: list[str] = field(default_factory=list)  # of those: fixed, but refused on writing
+    fixable: int = 0  # remaining findings whose fix `--fix` would apply (with each file's settings)
+    hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
+    parsed: int = 0  # files that went through LibCST (phase 2)
+    from_cache: int = 0  # files whose results came from the cache
+    replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.replay)
+    observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.observe)
+
+    def merge(self, other: Outcome) -> None:
+        for name in (
+            "diagnostics",
+            "diffs",
+            "errors",
+            "warnings",
+            "files_fixed",
+            "files_failed",
+            "files_unwritten",
+        ):
+            getattr(self, name).extend(getattr(other, name))
+        for name in ("fixed", "files_checked", "fixable", "hidden_fixes", "parsed", "from_cache"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.sources.update(other.sources)
+        self.observed.update(other.observed)

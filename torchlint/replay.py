@@ -1,0 +1,133 @@
+"""Replaying a run: the same check over unchanged files answers from a record, checking nothing again.
+
+The per-file result cache (`torchlint.cache`) already spares LibCST for unchanged files, but a run that uses
+it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads every file:
+about half a second on a large tree, for an answer that is almost always the one from last time (pre-commit
+re-runs, an editor saving twice, CI retrying). So every clean check run (not --fix, not --diff, the cache
+enabled) also stores its whole outcome, together with every file-system question it asked
+(`torchlint.observe`): file contents, folder listings, the existence of each pyproject.toml, .git and module
+candidate it looked for. The next run with the same command line in the same folder asks those questions
+again, by stat signature (and by content where that is not conclusive); if every answer holds, it prints the
+stored outcome. Anything else, and it runs as usual.
+
+Runs that reported errors, or files that could not be read, are never recorded: they are checked again.
+The record lives at `.torchlint_cache/runs/` in the project root of the first path given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from torchlint import __version__, observe
+from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.digest import code_digest, content_hash
+from torchlint.outcome import Outcome, RunOptions
+
+FOLDER = ".torchlint_cache"
+FORMAT = 1
+
+
+def replayable(options: RunOptions) -> bool:
+    return options.cache and not (options.fix or options.diff)
+
+
+def replay(options: RunOptions) -> Outcome | None:
+    """The recorded outcome of this very run when nothing it depends on has changed, else None."""
+    if not replayable(options):
+        return None
+    path = _record_path(options)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["format"] != FORMAT:
+            return None
+        holds, refreshed = observe.still_holds(record["observed"], record["written_ns"])
+        if not holds:
+            return None
+        outcome = _outcome(record["outcome"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # missing, stale or corrupted: check as usual (and record again)
+    if refreshed is not None:  # signatures that needed a re-read: store them, next time a stat will do
+        _write(path, {**record, "observed": refreshed, "written_ns": time.time_ns()})
+    return outcome
+
+
+def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> None:
+    """Store a finished run's outcome with what it observed (only clean runs; see the module doc)."""
+    if not replayable(options) or outcome.errors or outcome.files_failed:
+        return
+    if any(d.code == "TL002" for d in outcome.diagnostics):
+        return
+    stored = {
+        "diagnostics": [d.to_plain() for d in outcome.diagnostics],
+        "texts": {display: index.text for display, index in outcome.sources.items()},
+        "warnings": outcome.warnings,
+        "files_checked": outcome.files_checked,
+        "fixable": outcome.fixable,
+        "hidden_fixes": outcome.hidden_fixes,
+    }
+    entry = {"format": FORMAT, "written_ns": time.time_ns(), "observed": observed, "outcome": stored}
+    _write(_record_path(options), entry)
+
+
+def _outcome(stored: dict) -> Outcome:
+    files = stored["files_checked"]
+    return Outcome(
+        diagnostics=[Diagnostic.from_plain(item) for item in stored["diagnostics"]],
+        sources={display: LineIndex(text) for display, text in stored["texts"].items()},
+        warnings=list(stored["warnings"]),
+        files_checked=files,
+        fixable=stored["fixable"],
+        hidden_fixes=stored["hidden_fixes"],
+        from_cache=files,
+        replayed=True,
+    )
+
+
+def _key(options: RunOptions) -> str:
+    """Everything about the command that can change its outcome (not how it is printed, nor --jobs)."""
+    config = os.path.abspath(options.config_file) if options.config_file is not None else None
+    settings = sorted((name, repr(value)) for name, value in options.cli_settings.items())
+    relevant = (
+        os.getcwd(),
+        [os.path.abspath(path) for path in options.paths],
+        settings,
+        config,
+        options.force_exclude,
+        options.prefilter,
+        code_digest(),
+        __version__,
+        sys.version,
+    )
+    return content_hash(repr(relevant).encode())
+
+
+def _record_path(options: RunOptions) -> Path:
+    return _project_root(Path(os.path.abspath(options.paths[0]))) / FOLDER / "runs" / f"{_key(options)}.json"
+
+
+def _project_root(path: Path) -> Path:
+    """As `torchlint.files.project_root` finds it, without loading the file-discovery machinery."""
+    for folder in (path, *path.parents):
+        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
+            return folder
+    return Path.cwd()
+
+
+def _write(path: Path, entry: dict) -> None:
+    """Atomically (temp file, then rename): concurrent runs never see half a record."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        top = path.parent.parent
+        if not (top / "CACHEDIR.TAG").exists():
+            from torchlint.cache import mark_cache_folder
+
+            mark_cache_folder(top)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temp.write_text(json.dumps(entry), encoding="utf-8")
+        os.replace(temp, path)
+    except OSError:
+        pass  # a read-only checkout: nothing to replay next time
