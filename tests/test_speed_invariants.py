@@ -134,3 +134,23 @@ def test_json_output_is_identical_with_and_without_cache(fixtures_copy):
     CliRunner().invoke(main, args)
     warm = CliRunner().invoke(main, args).output
     assert json.loads(cold) == json.loads(warm)
+
+
+def test_a_new_importer_of_a_factory_rechecks_the_factory(tmp_path, monkeypatch):
+    """The factory's findings depend on who imports it: a new file is a change even if no content changed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "data.py").write_text(
+        "from torch.utils.data import DataLoader\n\n\ndef build_loader(ds):\n"
+        "    return DataLoader(ds, batch_size=32, num_workers=2)\n"
+    )
+    assert run(RunOptions(paths=[tmp_path / "data.py"])).diagnostics == []
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom data import build_loader\n\nmodel = Net().cuda()\nloader = build_loader(ds)\n"
+        "for epoch in range(3):\n    for x in loader:\n        model(x).backward()\n        opt.step()\n"
+    )
+    again = run(RunOptions(paths=[tmp_path / "data.py"]))
+    assert [(d.path, d.code) for d in again.diagnostics] == [("data.py", "TL202"), ("data.py", "TL203")]
+    assert again.from_cache == 0
+    warm = run(RunOptions(paths=[tmp_path / "data.py"]))
+    assert warm.from_cache == 1 and len(warm.diagnostics) == 2

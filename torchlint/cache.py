@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from torchlint import __version__, observe
@@ -79,21 +80,28 @@ class ResultCache:
     def key(display: str, raw: bytes, digest: str) -> str:
         return content_hash(b"\0".join((display.encode(), raw, digest.encode())))
 
-    def load(self, key: str) -> list[Diagnostic] | None:
+    def load(self, key: str, file_list: Callable[[], str]) -> list[Diagnostic] | None:
+        """The entry's findings if every file it consulted is unchanged; `file_list` gives the project's
+        file-list digest, asked only of entries whose analysis depended on it."""
         try:
             entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
             for path, expected in entry["consulted"].items():
                 if self.file_hash(Path(path)) != expected:
                     return None
+            if entry.get("file_list") is not None and entry["file_list"] != file_list():
+                return None
             return [Diagnostic.from_plain(item) for item in entry["diagnostics"]]
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing, stale or corrupted: rebuild
 
-    def store(self, key: str, diagnostics: list[Diagnostic], consulted: set[Path]) -> None:
+    def store(
+        self, key: str, diagnostics: list[Diagnostic], consulted: set[Path], file_list: str | None = None
+    ) -> None:
         if not self._ready():
             return
         entry = {
             "consulted": {str(path): self.file_hash(path) for path in sorted(consulted)},
+            "file_list": file_list,
             "diagnostics": [d.to_plain() for d in diagnostics],
         }
         try:

@@ -39,17 +39,32 @@ class Project:
 
     def dependencies(self, file: Path) -> set[Path]:
         """Every file the analysis of `file` consulted, transitively (for the result cache's key)."""
+        seen = self._consulted(file)
+        if ALL_FILES in seen:
+            seen.discard(ALL_FILES)
+            seen.update(self._python_files())
+        seen.discard(file.resolve())
+        return seen
+
+    def asked_who_imports(self, file: Path) -> bool:
+        """Whether the analysis of `file` (transitively) depends on the set of project files, not only on
+        their contents: a new file that imports a factory changes the factory's findings."""
+        return ALL_FILES in self._consulted(file)
+
+    def file_list_digest(self) -> str:
+        from torchlint.digest import content_hash
+
+        return content_hash("\0".join(map(str, self._python_files())).encode())
+
+    def _consulted(self, file: Path) -> set[Path]:
         seen: set[Path] = set()
         todo = [file.resolve()]
         while todo:
-            current = todo.pop()
-            for dependency in self._depends.get(current, ()):
-                if dependency == ALL_FILES:
-                    seen.update(self._python_files())
-                elif dependency not in seen:
+            for dependency in self._depends.get(todo.pop(), ()):
+                if dependency not in seen:
                     seen.add(dependency)
-                    todo.append(dependency)
-        seen.discard(file.resolve())
+                    if dependency != ALL_FILES:
+                        todo.append(dependency)
         return seen
 
     # -- module names to files --------------------------------------------------------------------------

@@ -193,7 +193,12 @@ class _Worker:
 
     def _from_cache(self, target: Target, source: SourceFile) -> list[Diagnostic] | None:
         cache = self._cache_for(target)
-        cached = cache.load(self._key(cache, target, source)) if cache is not None else None
+        if cache is None:
+            return None
+        cached = cache.load(
+            self._key(cache, target, source),
+            lambda: self.linter.project_for(target.path).file_list_digest(),
+        )
         if cached is not None:
             self.linter.from_cache += 1
         return cached
@@ -207,7 +212,12 @@ class _Worker:
         diagnostics = self.linter.check_text(target.display, source.text, settings)
         project = self.linter.project_for(target.path) if target.path.is_file() else None
         consulted = project.dependencies(target.path) if project is not None else set()
-        cache.store(key, diagnostics, consulted)
+        file_list = (
+            project.file_list_digest()
+            if project is not None and project.asked_who_imports(target.path)
+            else None
+        )
+        cache.store(key, diagnostics, consulted, file_list)
         return diagnostics
 
 
