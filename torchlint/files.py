@@ -35,6 +35,7 @@ class SettingsResolver:
         self._by_dir: dict[Path, Settings] = {}
         self._by_file: dict[Path, Settings] = {}
         self._fixed: Settings | None = None
+        self.roots: dict[Path, Path] = {}  # project_root's memo for this run
         if config_file is not None:
             if not observe.is_file(config_file):
                 raise ConfigError(f"{config_file}: config file does not exist")
@@ -62,9 +63,9 @@ class SettingsResolver:
             elif directory.parent != directory:
                 found = self.for_directory(directory.parent)
                 if found.source is None:  # defaults, anchored at the nearest project root
-                    found = self._defaults(project_root(directory))
+                    found = self._defaults(project_root(directory, self.roots))
             else:
-                found = self._defaults(project_root(directory))
+                found = self._defaults(project_root(directory, self.roots))
             self._by_dir[directory] = found
         self._by_dir[given] = found
         return found
@@ -79,12 +80,23 @@ class SettingsResolver:
         return self.for_directory(path.parent)
 
 
-def project_root(directory: Path) -> Path:
-    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory."""
-    for folder in (directory, *directory.parents):
-        if observe.is_file(folder / "pyproject.toml") or observe.exists(folder / ".git"):
-            return folder
-    return Path.cwd().resolve()
+def project_root(directory: Path, memo: dict[Path, Path] | None = None) -> Path:
+    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory.
+
+    `memo` (one per run, never per process: a long-lived process must see a new pyproject.toml) shares the
+    walk up between sibling folders.
+    """
+    if memo is not None and directory in memo:
+        return memo[directory]
+    if observe.is_file(directory / "pyproject.toml") or observe.exists(directory / ".git"):
+        root = directory
+    elif directory.parent == directory:
+        root = Path.cwd().resolve()
+    else:
+        root = project_root(directory.parent, memo)
+    if memo is not None:
+        memo[directory] = root
+    return root
 
 
 @dataclass(frozen=True)
@@ -205,17 +217,26 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
         if not observe.exists(path) and not path.is_symlink():
             raise MissingPath(str(path))
     gitignore = GitIgnore()
-    seen: set[Path] = set()
+    seen: set[object] = set()
     targets: list[Target] = []
     for path in paths:
         for file, display in _expand(path, resolver, gitignore, force_exclude):
-            real = file.resolve()
+            real = _identity(file)
             if real in seen:
                 continue
             seen.add(real)
             targets.append(Target(file, display, resolver.for_file(file)))
     targets.sort(key=lambda t: t.display)
     return targets
+
+
+def _identity(file: Path) -> object:
+    """The same file reached twice (through a symlink, or named twice) has one identity: its inode."""
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return file.resolve()  # missing or dangling: reported (TL002) under its resolved name
+    return (stat.st_dev, stat.st_ino)
 
 
 def _expand(
@@ -272,7 +293,7 @@ def _walk(
 
 def _display(path: Path) -> str:
     """Paths relative to the working directory when below it, as the user typed them otherwise."""
-    try:
-        return path.absolute().relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    text, prefix = os.path.abspath(path), os.path.join(os.getcwd(), "")
+    if text.startswith(prefix):  # string work, as in relative_to_root: it runs per file
+        return text[len(prefix) :].replace(os.sep, "/")
+    return path.as_posix()

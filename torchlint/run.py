@@ -131,7 +131,7 @@ class _Worker:
             return None
         folder = target.path.parent
         if folder not in self._roots:
-            self._roots[folder] = project_root(folder.resolve())
+            self._roots[folder] = project_root(folder.resolve(), self._roots)
         root = self._roots[folder]
         if root not in self._caches:
             self._caches[root] = ResultCache(root)
