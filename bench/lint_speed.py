@@ -1,6 +1,6 @@
 """Wall and CPU time of torchlint against TorchFix, on trees copied from the installed torch package.
 
-Run: .venv/bin/python bench/lint_speed.py [--repeat N] [--tree a|b|both]
+Run: .venv/bin/python bench/lint_speed.py [--repeat N (default 3)] [--tree a|b|both]
 
 Trees, rebuilt under bench/.work/ on every run (only the `.py` files, plus a bare pyproject.toml so that
 each tree is its own project root): (a) torch's nn, optim, utils; (b) optim, utils/data, nn/modules.
@@ -337,7 +337,7 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1, help="torchlint runs per variant; the best is kept")
+    parser.add_argument("--repeat", type=int, default=3, help="torchlint runs per variant; the best is kept")
     parser.add_argument("--tree", choices=("a", "b", "both"), default="both")
     args = parser.parse_args()
     if args.repeat < 1:
