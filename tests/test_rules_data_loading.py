@@ -216,6 +216,31 @@ def test_single_pass_and_zero_workers_are_not_flagged():
     assert codes_and_lines(zero, select=("TL203",)) == []
 
 
+def test_an_endless_sampler_has_no_next_epoch():
+    """minGPT: `iter(loader)` is re-created after StopIteration, which 10^10 samples with replacement never
+    raise; a sampler whose epoch can end is still flagged."""
+    restart = (
+        "it = iter(loader)\nwhile True:\n    try:\n        x = next(it)\n    except StopIteration:\n"
+        "        it = iter(loader)\n        x = next(it)\n    model(x).backward()\n    opt.step()\n"
+    )
+
+    def loader_with(sampler: str) -> str:
+        return HEAD + f"loader = DataLoader(ds, sampler={sampler}, num_workers=4)\n" + restart
+
+    endless = "torch.utils.data.RandomSampler(ds, replacement=True, num_samples=int(1e10))"
+    assert codes_and_lines(loader_with(endless), select=("TL203",)) == []
+    assert (
+        codes_and_lines(loader_with("torch.utils.data.RandomSampler(ds, True, 10 ** 12)"), select=("TL203",))
+        == []
+    )
+    for ending in (
+        "torch.utils.data.RandomSampler(ds, replacement=True, num_samples=1000)",
+        "torch.utils.data.RandomSampler(ds, num_samples=int(1e10))",
+        "torch.utils.data.RandomSampler(ds)",
+    ):
+        assert codes_and_lines(loader_with(ending), select=("TL203",)) == [("TL203", 5)], ending
+
+
 # -- TL204 ----------------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.names import BindingKind, Scope
-from torchlint.facts.values import Kind, Value
+from torchlint.facts.values import Kind, Value, literal_of
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts
@@ -209,3 +209,41 @@ def dict_options(facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, dep
 
 def _is_name(expr: cst.BaseExpression, name: str) -> bool:
     return isinstance(expr, cst.Name) and expr.value == name
+
+
+# An epoch this long is never finished in practice: minGPT's `RandomSampler(ds, replacement=True,
+# num_samples=int(1e10))` is an endless stream whose iterator is never exhausted, hence never re-created.
+ENDLESS_EPOCH = 10**9
+RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
+
+
+def has_endless_epochs(facts: ModuleFacts, loader: Loader) -> bool:
+    """The loader's sampler draws with replacement at least ENDLESS_EPOCH samples per epoch."""
+    option = loader.option("sampler")
+    if option is None or option.conditional:
+        return False
+    sampler = option.value.node
+    if not isinstance(sampler, cst.Call) or facts.qualname(sampler.func, loader.scope) not in RANDOM_SAMPLERS:
+        return False
+    positional = [arg.value for arg in sampler.args if arg.keyword is None and not arg.star]
+    keywords = {arg.keyword.value: arg.value for arg in sampler.args if arg.keyword is not None}
+    replacement = keywords.get("replacement", positional[1] if len(positional) > 1 else None)
+    samples = keywords.get("num_samples", positional[2] if len(positional) > 2 else None)
+    if replacement is None or samples is None or literal_of(replacement) != (True, True):
+        return False
+    count = _number(samples)
+    return count is not None and count >= ENDLESS_EPOCH
+
+
+def _number(expr: cst.BaseExpression) -> float | None:
+    """A number written as a constant: `10_000`, `1e10`, `int(1e10)`, `10 ** 10`."""
+    ok, value = literal_of(expr)
+    if ok:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(expr, cst.Call) and len(expr.args) == 1 and isinstance(expr.func, cst.Name):
+        return _number(expr.args[0].value) if expr.func.value in ("int", "float") else None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
+        base, exponent = _number(expr.left), _number(expr.right)
+        if base is not None and exponent is not None and 0 <= exponent <= 100:
+            return base**exponent
+    return None

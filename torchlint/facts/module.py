@@ -33,7 +33,7 @@ from torchlint.facts.collect import (
 )
 from torchlint.facts.datasets import DatasetAnalysis
 from torchlint.facts.devices import Device, DeviceAnalysis, DeviceEvidence
-from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader, call_options
+from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader, call_options, has_endless_epochs
 from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.training import ExternalSource, LoaderUse, TrainingAnalysis
 from torchlint.facts.values import Evaluator
@@ -289,6 +289,10 @@ class ModuleFacts:
     @property
     def loaders(self) -> list[Loader]:
         return list(self._loaders.values())
+
+    def has_endless_epochs(self, loader: Loader) -> bool:
+        """Its sampler makes an epoch endless: re-iterating it is dead code, however the loop is written."""
+        return has_endless_epochs(self, loader)
 
     def loader_at(self, call: cst.Call) -> Loader | None:
         return self._loaders.get(id(call))
