@@ -225,7 +225,7 @@ def test_ctrl_c_while_writing_is_delivered_once_the_file_is_whole(tmp_path, monk
 
     def fsync_then_ctrl_c(fd):
         fsync(fd)
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread: os.kill may pick another one
 
     monkeypatch.setattr(writing.os, "fsync", fsync_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
@@ -263,7 +263,7 @@ def test_a_process_terminated_while_writing_leaves_a_whole_file_and_no_temp_file
         fsync = os.fsync
         def fsync_then_terminated(fd):
             fsync(fd)
-            os.kill(os.getpid(), signal.SIGTERM)  # arrives between writing the temp file and the rename
+            signal.raise_signal(signal.SIGTERM)  # arrives between writing the temp file and the rename
         writing.os.fsync = fsync_then_terminated
         source = SourceFile.read(Path({str(path)!r}))
         writing.write_source(source, {AFTER.decode()!r})
