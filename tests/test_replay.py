@@ -145,3 +145,11 @@ def test_what_worker_processes_read_is_part_of_the_record(project):
     (project / "engine.py").write_text("def train_one_epoch(model, loader, opt):\n    pass\n")
     code, out, replayed = check("--jobs", "2", "--output-format", "concise", "many", "train.py")
     assert not replayed and out.count("TL303") == 16 and "TL20" not in out
+
+
+def test_only_the_most_recent_records_are_kept(project, monkeypatch):
+    monkeypatch.setattr("torchlint.replay.MAX_RECORDS", 3)
+    for code in ("TL201", "TL202", "TL203", "TL205", "TL3"):
+        check("--select", code, ".")
+    assert len(list((project / ".torchlint_cache" / "runs").glob("*.json"))) == 3
+    assert check("--select", "TL3", ".")[2] and not check("--select", "TL201", ".")[2]

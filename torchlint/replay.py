@@ -29,6 +29,7 @@ from torchlint.outcome import Outcome, RunOptions
 
 FOLDER = ".torchlint_cache"
 FORMAT = 1
+MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only
 
 
 def replayable(options: RunOptions) -> bool:
@@ -70,7 +71,9 @@ def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> 
         "hidden_fixes": outcome.hidden_fixes,
     }
     entry = {"format": FORMAT, "written_ns": time.time_ns(), "observed": observed, "outcome": stored}
-    _write(_record_path(options), entry)
+    path = _record_path(options)
+    _write(path, entry)
+    _prune(path.parent)
 
 
 def _outcome(stored: dict) -> Outcome:
@@ -131,3 +134,13 @@ def _write(path: Path, entry: dict) -> None:
         os.replace(temp, path)
     except OSError:
         pass  # a read-only checkout: nothing to replay next time
+
+
+def _prune(folder: Path) -> None:
+    """Remove all but the MAX_RECORDS most recently written records (a replay rewrites nothing else)."""
+    try:
+        records = sorted(folder.glob("*.json"), key=lambda record: record.stat().st_mtime_ns, reverse=True)
+        for stale in records[MAX_RECORDS:]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        pass  # another run pruned first
