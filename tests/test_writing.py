@@ -217,7 +217,16 @@ def test_a_disk_error_while_writing_is_a_refusal_and_leaves_no_temp_file(tmp_pat
     assert leftovers(tmp_path) == []
 
 
-def test_ctrl_c_while_writing_is_delivered_once_the_file_is_whole(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler, whatever this process inherited: a shell starts background jobs with
+    SIGINT ignored, and then Python leaves it ignored (so would torchlint, rightly)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_while_writing_is_delivered_once_the_file_is_whole(tmp_path, monkeypatch, ctrl_c_raises):
     path = tmp_path / "train.py"
     path.write_bytes(BEFORE)
     source = SourceFile.read(path)
