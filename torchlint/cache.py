@@ -11,6 +11,7 @@ not parse is ignored and rebuilt, never fatal. The folder carries a CACHEDIR.TAG
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -21,22 +22,17 @@ from pathlib import Path
 from torchlint import __version__, observe
 from torchlint.config import Settings
 from torchlint.diagnostics import Diagnostic
-from torchlint.digest import code_digest, content_hash
+from torchlint.digest import CACHE_FOLDER, code_digest, content_hash
 
-FOLDER = ".torchlint_cache"
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
 
 
-@functools.lru_cache(maxsize=256)
-def _digest(settings: Settings, enabled: tuple[str, ...]) -> str:
-    return _settings_digest(settings, list(enabled))
-
-
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
-    return _digest(settings, tuple(enabled))
+    return _settings_digest(settings, tuple(enabled))
 
 
-def _settings_digest(settings: Settings, enabled: list[str]) -> str:
+@functools.lru_cache(maxsize=256)
+def _settings_digest(settings: Settings, enabled: tuple[str, ...]) -> str:
     relevant = (
         code_digest(),
         settings.device,
@@ -48,25 +44,32 @@ def _settings_digest(settings: Settings, enabled: list[str]) -> str:
     return content_hash(repr(relevant).encode())
 
 
-def mark_cache_folder(folder: Path) -> None:
-    """Backup tools skip it (CACHEDIR.TAG) and git ignores it, wherever the project's .gitignore stands."""
-    (folder / "CACHEDIR.TAG").write_text(_TAG)
-    (folder / ".gitignore").write_text("*\n")
+def write_entry(folder: Path, name: str, entry: dict) -> None:
+    """Store `entry` as `folder/name` atomically (temp file, then rename: concurrent runs never see half an
+    entry). The cache folder is created on first use with a CACHEDIR.TAG, so backup tools skip it, and a
+    .gitignore, whatever the project's own says. Where nothing can be written (a read-only checkout) the run
+    simply goes without a cache."""
+    temp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        top = folder.parent
+        if not (top / "CACHEDIR.TAG").exists():
+            (top / "CACHEDIR.TAG").write_text(_TAG)
+            (top / ".gitignore").write_text("*\n")
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(entry, handle)
+        os.replace(temp, folder / name)
+    except OSError:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
 
 
 class ResultCache:
     def __init__(self, root: Path) -> None:
-        self.folder = root / FOLDER / "results"
+        self.folder = root / CACHE_FOLDER / "results"
         self._hashes: dict[Path, str | None] = {}
-
-    def _ready(self) -> bool:
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            if not (self.folder.parent / "CACHEDIR.TAG").exists():
-                mark_cache_folder(self.folder.parent)
-            return True
-        except OSError:
-            return False  # a read-only checkout: run without a cache
 
     def file_hash(self, path: Path) -> str | None:
         if path not in self._hashes:
@@ -97,17 +100,9 @@ class ResultCache:
     def store(
         self, key: str, diagnostics: list[Diagnostic], consulted: set[Path], file_list: str | None = None
     ) -> None:
-        if not self._ready():
-            return
         entry = {
             "consulted": {str(path): self.file_hash(path) for path in sorted(consulted)},
             "file_list": file_list,
             "diagnostics": [d.to_plain() for d in diagnostics],
         }
-        try:
-            fd, temp = tempfile.mkstemp(dir=self.folder, prefix=".entry-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(entry, handle)
-            os.replace(temp, self.folder / f"{key}.json")
-        except OSError:
-            pass
+        write_entry(self.folder, f"{key}.json", entry)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint import observe
+from torchlint.digest import CACHE_FOLDER
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,7 +28,7 @@ DEFAULT_EXCLUDES = (
     "dist",
     "node_modules",
     "__pycache__",
-    ".torchlint_cache",
+    CACHE_FOLDER,
 )
 DEVICES = ("auto", "cuda", "cpu")
 _CODE = re.compile(r"^(ALL|TL(\d{1,3})?)$")

@@ -1,10 +1,13 @@
-"""Content hashes, and the digest of torchlint's own code that every cached answer is keyed by."""
+"""What torchlint's cached answers are keyed by (content hashes, the digest of its own code) and where they
+are kept."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 from pathlib import Path
+
+CACHE_FOLDER = ".torchlint_cache"  # at the project root; never walked, never part of an answer
 
 
 def content_hash(data: bytes) -> str:

@@ -17,6 +17,7 @@ import pathspec
 
 from torchlint import observe
 from torchlint.config import ConfigError, Settings, has_tool_table, load_settings
+from torchlint.roots import project_root
 
 
 class SettingsResolver:
@@ -78,25 +79,6 @@ class SettingsResolver:
 
     def for_file(self, path: Path) -> Settings:
         return self.for_directory(path.parent)
-
-
-def project_root(directory: Path, memo: dict[Path, Path] | None = None) -> Path:
-    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory.
-
-    `memo` (one per run, never per process: a long-lived process must see a new pyproject.toml) shares the
-    walk up between sibling folders.
-    """
-    if memo is not None and directory in memo:
-        return memo[directory]
-    if observe.is_file(directory / "pyproject.toml") or observe.exists(directory / ".git"):
-        root = directory
-    elif directory.parent == directory:
-        root = Path.cwd().resolve()
-    else:
-        root = project_root(directory.parent, memo)
-    if memo is not None:
-        memo[directory] = root
-    return root
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
-from torchlint.files import matches_any, project_root
+from torchlint.files import matches_any
 from torchlint.fixer import apply
 from torchlint.noqa import read_suppressions
+from torchlint.roots import project_root
 from torchlint.rules.base import Rule, registered_rules
 
 if TYPE_CHECKING:
@@ -42,16 +43,20 @@ class Linter:
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
         self._projects: dict[Path, Project] = {}
-        self._enabled: dict[tuple[int, None], list[Rule]] = {}
+        self._roots: dict[Path, Path] = {}  # project_root's memo: a linter lives for one run
+        self._enabled: dict[int, list[Rule]] = {}  # by id(settings), as _instances
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
         from torchlint.project import Project
 
-        root = project_root(file.resolve().parent)
+        root = self.root_of(file.resolve().parent)
         if root not in self._projects:
             self._projects[root] = Project(root)
         return self._projects[root]
+
+    def root_of(self, folder: Path) -> Path:
+        return project_root(folder, self._roots)
 
     def rules_for(self, settings: Settings, path: str) -> list[Rule]:
         key = id(settings)
@@ -59,11 +64,10 @@ class Linter:
             self._instances[key] = (settings, [cls(settings) for cls in self.rule_classes.values()])
         rules = self._instances[key][1]
         if not settings.per_file_ignores:  # the same rules for every file: decided once
-            enabled_key = (key, None)
-            if enabled_key not in self._enabled:
+            if key not in self._enabled:
                 codes = enabled_codes(settings, list(self.rule_classes))
-                self._enabled[enabled_key] = [rule for rule in rules if rule.code in codes]
-            return self._enabled[enabled_key]
+                self._enabled[key] = [rule for rule in rules if rule.code in codes]
+            return self._enabled[key]
         ignored = tuple(
             code
             for pattern, codes in settings.per_file_ignores

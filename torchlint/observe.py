@@ -14,13 +14,14 @@ The stat is taken before the read, so an edit made during a run shows up as a ch
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat as stat_module
 from pathlib import Path
 
+from torchlint.digest import CACHE_FOLDER, content_hash
+
 RACY_NS = 2_000_000_000
-IGNORED_NAMES = frozenset({".torchlint_cache"})  # written by the run itself; never part of its answer
+IGNORED_NAMES = frozenset({CACHE_FOLDER})  # written by the run itself; never part of its answer
 
 _record: dict[str, list] | None = None  # "kind\0path" -> [answer, signature]
 
@@ -60,10 +61,6 @@ def _signature(result: os.stat_result) -> list[int]:
     return [result.st_size, result.st_mtime_ns, result.st_ctime_ns, result.st_ino]
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
 def _kind_of(path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
@@ -101,7 +98,7 @@ def read_bytes(path: Path | str) -> bytes:
     with open(text, "rb") as handle:
         signature = _signature(os.fstat(handle.fileno()))
         data = handle.read()
-    _note("content", os.path.abspath(text), _digest(data), signature)
+    _note("content", os.path.abspath(text), content_hash(data), signature)
     return data
 
 
@@ -113,12 +110,16 @@ def _listing(path: str) -> list[os.DirEntry]:
     return sorted((e for e in os.scandir(path) if e.name not in IGNORED_NAMES), key=lambda e: e.name)
 
 
+def _names_digest(entries: list[os.DirEntry]) -> str:
+    return content_hash("\0".join(entry.name for entry in entries).encode())
+
+
 def scandir(path: Path | str) -> list[os.DirEntry]:
     """The folder's entries sorted by name (OSError as usual), the run's own cache folder left out."""
     text = os.fspath(path)
     signature = _signature(os.stat(text))
     entries = _listing(text)
-    _note("listing", os.path.abspath(text), _digest("\0".join(e.name for e in entries).encode()), signature)
+    _note("listing", os.path.abspath(text), _names_digest(entries), signature)
     return entries
 
 
@@ -145,9 +146,9 @@ def still_holds(recorded: dict[str, list], written_ns: int) -> tuple[bool, dict[
             if kind_name == "content":
                 with open(path, "rb") as handle:
                     now = _signature(os.fstat(handle.fileno()))
-                    again = _digest(handle.read())
+                    again = content_hash(handle.read())
             else:
-                again = _digest("\0".join(e.name for e in _listing(path)).encode())
+                again = _names_digest(_listing(path))
         except OSError:
             return False, None
         if again != answer:

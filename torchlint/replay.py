@@ -24,10 +24,10 @@ from pathlib import Path
 
 from torchlint import __version__, observe
 from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.digest import code_digest, content_hash
+from torchlint.digest import CACHE_FOLDER, code_digest, content_hash
 from torchlint.outcome import Outcome, RunOptions
+from torchlint.roots import project_root
 
-FOLDER = ".torchlint_cache"
 FORMAT = 1
 MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only
 
@@ -109,31 +109,14 @@ def _key(options: RunOptions) -> str:
 
 
 def _record_path(options: RunOptions) -> Path:
-    return _project_root(Path(os.path.abspath(options.paths[0]))) / FOLDER / "runs" / f"{_key(options)}.json"
-
-
-def _project_root(path: Path) -> Path:
-    """As `torchlint.files.project_root` finds it, without loading the file-discovery machinery."""
-    for folder in (path, *path.parents):
-        if (folder / "pyproject.toml").is_file() or (folder / ".git").exists():
-            return folder
-    return Path.cwd()
+    root = project_root(Path(os.path.abspath(options.paths[0])))
+    return root / CACHE_FOLDER / "runs" / f"{_key(options)}.json"
 
 
 def _write(path: Path, entry: dict) -> None:
-    """Atomically (temp file, then rename): concurrent runs never see half a record."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        top = path.parent.parent
-        if not (top / "CACHEDIR.TAG").exists():
-            from torchlint.cache import mark_cache_folder
+    from torchlint.cache import write_entry  # only when recording: it loads the config machinery
 
-            mark_cache_folder(top)
-        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temp.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(temp, path)
-    except OSError:
-        pass  # a read-only checkout: nothing to replay next time
+    write_entry(path.parent, path.name, entry)
 
 
 def _prune(folder: Path) -> None:

@@ -14,7 +14,7 @@ from torchlint import observe
 from torchlint.cache import ResultCache, settings_digest
 from torchlint.config import ConfigError, enabled_codes
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.files import MissingPath, SettingsResolver, Target, discover, project_root
+from torchlint.files import MissingPath, SettingsResolver, Target, discover
 from torchlint.linter import InternalError, Linter, io_error
 from torchlint.outcome import Outcome, RunOptions
 from torchlint.source import SourceError, SourceFile
@@ -124,15 +124,11 @@ class _Worker:
         self.linter = linter
         self.options = options
         self._caches: dict[Path, ResultCache] = {}
-        self._roots: dict[Path, Path] = {}
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         if not self.options.cache or self.options.fix or self.options.diff:
             return None
-        folder = target.path.parent
-        if folder not in self._roots:
-            self._roots[folder] = project_root(folder.resolve(), self._roots)
-        root = self._roots[folder]
+        root = self.linter.root_of(target.path.parent.resolve())
         if root not in self._caches:
             self._caches[root] = ResultCache(root)
         return self._caches[root]

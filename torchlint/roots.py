@@ -1,0 +1,30 @@
+"""Where a project starts: the folder its cross-file index, its settings defaults and its cache belong to.
+
+Kept apart from file discovery so that a replayed run (torchlint.replay) can find its record without loading
+pathspec or the config machinery.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchlint import observe
+
+
+def project_root(directory: Path, memo: dict[Path, Path] | None = None) -> Path:
+    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory.
+
+    `memo` (one per run, never per process: a long-lived process must see a new pyproject.toml) shares the
+    walk up between sibling folders.
+    """
+    if memo is not None and directory in memo:
+        return memo[directory]
+    if observe.is_file(directory / "pyproject.toml") or observe.exists(directory / ".git"):
+        root = directory
+    elif directory.parent == directory:
+        root = Path.cwd().resolve()
+    else:
+        root = project_root(directory.parent, memo)
+    if memo is not None:
+        memo[directory] = root
+    return root
