@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.names import BindingKind, Scope
-from torchlint.facts.values import Kind, Value, literal_of
+from torchlint.facts.values import Kind, Value, constant_number, literal_of
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts
@@ -231,19 +231,5 @@ def has_endless_epochs(facts: ModuleFacts, loader: Loader) -> bool:
     samples = keywords.get("num_samples", positional[2] if len(positional) > 2 else None)
     if replacement is None or samples is None or literal_of(replacement) != (True, True):
         return False
-    count = _number(samples)
+    count = constant_number(samples)
     return count is not None and count >= ENDLESS_EPOCH
-
-
-def _number(expr: cst.BaseExpression) -> float | None:
-    """A number written as a constant: `10_000`, `1e10`, `int(1e10)`, `10 ** 10`."""
-    ok, value = literal_of(expr)
-    if ok:
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    if isinstance(expr, cst.Call) and len(expr.args) == 1 and isinstance(expr.func, cst.Name):
-        return _number(expr.args[0].value) if expr.func.value in ("int", "float") else None
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
-        base, exponent = _number(expr.left), _number(expr.right)
-        if base is not None and exponent is not None and 0 <= exponent <= 100:
-            return base**exponent
-    return None

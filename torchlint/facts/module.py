@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -290,10 +291,6 @@ class ModuleFacts:
     def loaders(self) -> list[Loader]:
         return list(self._loaders.values())
 
-    def has_endless_epochs(self, loader: Loader) -> bool:
-        """Its sampler makes an epoch endless: re-iterating it is dead code, however the loop is written."""
-        return has_endless_epochs(self, loader)
-
     def loader_at(self, call: cst.Call) -> Loader | None:
         return self._loaders.get(id(call))
 
@@ -347,7 +344,13 @@ class ModuleFacts:
 
     @cached_property
     def _loader_uses(self) -> dict[int, list[LoaderUse]]:
-        return self.training.loader_uses()
+        uses = self.training.loader_uses()
+        for key, found in uses.items():
+            loader = self._loaders.get(key)
+            if loader is not None and has_endless_epochs(self, loader):
+                # Its iterator is never exhausted, so however the loop re-creates it, that code never runs.
+                uses[key] = [replace(use, per_epoch=False) for use in found]
+        return uses
 
     def loader_uses(self, loader: Loader) -> list[LoaderUse]:
         """Where `loader` feeds training (empty: it does not, as far as the code shows)."""

@@ -72,6 +72,20 @@ def literal_of(expr: cst.BaseExpression) -> tuple[bool, object]:
     return False, None
 
 
+def constant_number(expr: cst.BaseExpression) -> float | None:
+    """A number written as a constant: `10_000`, `1e10`, `int(1e10)`, `10 ** 10`."""
+    ok, value = literal_of(expr)
+    if ok:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(expr, cst.Call) and len(expr.args) == 1 and isinstance(expr.func, cst.Name):
+        return constant_number(expr.args[0].value) if expr.func.value in ("int", "float") else None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Power):
+        base, exponent = constant_number(expr.left), constant_number(expr.right)
+        if base is not None and exponent is not None and 0 <= exponent <= 100:
+            return base**exponent
+    return None
+
+
 class Evaluator:
     """Evaluates expressions of one module; memoises nothing (expressions are evaluated a few times each)."""
 

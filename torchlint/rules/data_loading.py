@@ -194,8 +194,6 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         for loader in facts.loaders:
             if not any(use.per_epoch for use in facts.loader_uses(loader)):
                 continue
-            if facts.has_endless_epochs(loader):  # its workers are started once: there is no next epoch
-                continue
             if not _missing(loader, "persistent_workers"):
                 continue
             workers = loader.option("num_workers")
