@@ -1,4 +1,16 @@
+"""`support` on the path, and the one fixture most test files share."""
+
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """An empty project of its own (a pyproject.toml), as the working directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    return tmp_path

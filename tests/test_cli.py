@@ -14,13 +14,6 @@ from torchlint.cli import main
 DEPRECATED = "import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n"
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    return tmp_path
-
-
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 

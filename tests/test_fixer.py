@@ -432,16 +432,15 @@ def _contents(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+def project(project, monkeypatch):
+    """The shared empty project, with three text rules registered for the duration."""
     for rule in (
         text_rule("TL991", "slow", "fast", SAFE),
         text_rule("TL992", "risky", "bold", UNSAFE),
         text_rule("TL993", "hint", "HINT", DISPLAY),
     ):
         monkeypatch.setitem(base._REGISTRY, rule.code, rule)
-    return tmp_path
+    return project
 
 
 def invoke(*args: str):

@@ -28,12 +28,11 @@ def check(*args: str):
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
-    (tmp_path / "engine.py").write_text(ENGINE)
-    (tmp_path / "train.py").write_text(TRAIN)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(project):
+    """The shared empty project, with a training script whose loop lives in engine.py."""
+    (project / "engine.py").write_text(ENGINE)
+    (project / "train.py").write_text(TRAIN)
+    return project
 
 
 def test_a_repeated_run_replays_exactly_what_it_printed(tmp_path, monkeypatch):

@@ -28,13 +28,6 @@ AFTER = b'import torch\n\ns = torch.amp.GradScaler("cuda")\n'
 FINDING = 'train.py:3:5: TL304 `torch.cuda.amp.GradScaler` is deprecated since torch 2.4: use `torch.amp.GradScaler("cuda", ...)`'
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    return tmp_path
-
-
 def invoke(*args: str):
     return CliRunner().invoke(main, ["--output-format", "concise", *args], catch_exceptions=False)
 
