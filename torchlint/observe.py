@@ -53,8 +53,9 @@ def absorb(recorded: dict[str, list]) -> None:
 
 
 def _note(kind: str, path: str, answer, signature) -> None:
-    if _record is not None:
-        _record.setdefault(f"{kind}\0{path}", [answer, signature])
+    """Keep the first answer (the earliest signature) when a path is asked about twice in one run."""
+    assert _record is not None
+    _record.setdefault(f"{kind}\0{os.path.abspath(path)}", [answer, signature])
 
 
 def _signature(result: os.stat_result) -> list[int]:
@@ -76,7 +77,8 @@ def kind(path: Path | str) -> str | None:
     """ "file", "dir", "other" or None (missing), following symlinks like Path.is_file()."""
     text = os.fspath(path)
     answer = _kind_of(text)
-    _note("kind", os.path.abspath(text), answer, None)
+    if _record is not None:
+        _note("kind", text, answer, None)
     return answer
 
 
@@ -95,10 +97,13 @@ def exists(path: Path | str) -> bool:
 def read_bytes(path: Path | str) -> bytes:
     """The file's bytes (OSError as usual), recorded with the signature taken before reading."""
     text = os.fspath(path)
+    if _record is None:  # not recording (--fix, the library): no extra stat, no hashing
+        with open(text, "rb") as handle:
+            return handle.read()
     with open(text, "rb") as handle:
         signature = _signature(os.fstat(handle.fileno()))
         data = handle.read()
-    _note("content", os.path.abspath(text), content_hash(data), signature)
+    _note("content", text, content_hash(data), signature)
     return data
 
 
@@ -117,9 +122,11 @@ def _names_digest(entries: list[os.DirEntry]) -> str:
 def scandir(path: Path | str) -> list[os.DirEntry]:
     """The folder's entries sorted by name (OSError as usual), the run's own cache folder left out."""
     text = os.fspath(path)
+    if _record is None:
+        return _listing(text)
     signature = _signature(os.stat(text))
     entries = _listing(text)
-    _note("listing", os.path.abspath(text), _names_digest(entries), signature)
+    _note("listing", text, _names_digest(entries), signature)
     return entries
 
 
