@@ -214,9 +214,17 @@ class ModuleFacts:
 
     def calls_of(self, function: FunctionRecord) -> list[CallRecord]:
         """Calls in this module that run `function`."""
-        return [
-            call for call in self.calls if (target := self.callee(call)) is not None and target[1] is function
-        ]
+        return self._calls_by_callee.get(id(function), [])
+
+    @cached_property
+    def _calls_by_callee(self) -> dict[int, list[CallRecord]]:
+        """Every call resolved once, indexed by the function it runs (callers are asked for repeatedly)."""
+        index: dict[int, list[CallRecord]] = {}
+        for call in self.calls:
+            target = self.callee(call)
+            if target is not None:
+                index.setdefault(id(target[1]), []).append(call)
+        return index
 
     def method_calls_on(self, name: str, home: Scope, method: str) -> list[CallRecord]:
         """`name.method(...)` calls where `name` means the variable bound in `home`."""
