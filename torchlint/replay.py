@@ -2,7 +2,7 @@
 
 The per-file result cache (`torchlint.cache`) already spares LibCST for unchanged files, but a run that uses
 it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads every file:
-about half a second on a large tree, for an answer that is almost always the one from last time (pre-commit
+0.16-0.21 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is almost always the one from last time (pre-commit
 re-runs, an editor saving twice, CI retrying). So every clean check run (not --fix, not --diff, the cache
 enabled) also stores its whole outcome, together with every file-system question it asked
 (`torchlint.observe`): file contents, folder listings, the existence of each pyproject.toml, .git and module
