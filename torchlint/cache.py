@@ -11,20 +11,16 @@ not parse is ignored and rebuilt, never fatal. The folder carries a CACHEDIR.TAG
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from torchlint import __version__, observe
+from torchlint.cache_folder import CACHE_FOLDER, write_entry
 from torchlint.config import Settings
 from torchlint.diagnostics import Diagnostic
-from torchlint.digest import CACHE_FOLDER, code_digest, content_hash
-
-_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
+from torchlint.digest import code_digest, content_hash
 
 
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
@@ -42,28 +38,6 @@ def _settings_digest(settings: Settings, enabled: tuple[str, ...]) -> str:
         __version__,
     )
     return content_hash(repr(relevant).encode())
-
-
-def write_entry(folder: Path, name: str, entry: dict) -> None:
-    """Store `entry` as `folder/name` atomically (temp file, then rename: concurrent runs never see half an
-    entry). The cache folder is created on first use with a CACHEDIR.TAG, so backup tools skip it, and a
-    .gitignore, whatever the project's own says. Where nothing can be written (a read-only checkout) the run
-    simply goes without a cache."""
-    temp = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        top = folder.parent
-        if not (top / "CACHEDIR.TAG").exists():
-            (top / "CACHEDIR.TAG").write_text(_TAG)
-            (top / ".gitignore").write_text("*\n")
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
-        os.replace(temp, folder / name)
-    except OSError:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
 
 
 class ResultCache:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchlint import observe
-from torchlint.digest import CACHE_FOLDER
+from torchlint.cache_folder import CACHE_FOLDER
 
 if sys.version_info >= (3, 11):
     import tomllib

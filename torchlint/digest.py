@@ -1,13 +1,10 @@
-"""What torchlint's cached answers are keyed by (content hashes, the digest of its own code) and where they
-are kept."""
+"""Content hashes, and the digest of torchlint's own code that every cached answer is keyed by."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 from pathlib import Path
-
-CACHE_FOLDER = ".torchlint_cache"  # at the project root; never walked, never part of an answer
 
 
 def content_hash(data: bytes) -> str:

@@ -18,7 +18,8 @@ import os
 import stat as stat_module
 from pathlib import Path
 
-from torchlint.digest import CACHE_FOLDER, content_hash
+from torchlint.cache_folder import CACHE_FOLDER
+from torchlint.digest import content_hash
 
 RACY_NS = 2_000_000_000
 IGNORED_NAMES = frozenset({CACHE_FOLDER})  # written by the run itself; never part of its answer

@@ -2,13 +2,13 @@
 
 The per-file result cache (`torchlint.cache`) already spares LibCST for unchanged files, but a run that uses
 it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads every file:
-0.16-0.21 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is almost always the one from last time (pre-commit
-re-runs, an editor saving twice, CI retrying). So every clean check run (not --fix, not --diff, the cache
-enabled) also stores its whole outcome, together with every file-system question it asked
-(`torchlint.observe`): file contents, folder listings, the existence of each pyproject.toml, .git and module
-candidate it looked for. The next run with the same command line in the same folder asks those questions
-again, by stat signature (and by content where that is not conclusive); if every answer holds, it prints the
-stored outcome. Anything else, and it runs as usual.
+0.16-0.26 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is almost
+always the one from last time (pre-commit re-runs, an editor saving twice, CI retrying). So every clean
+check run (not --fix, not --diff, the cache enabled) also stores its whole outcome, together with every
+file-system question it asked (`torchlint.observe`): file contents, folder listings, the existence of each
+pyproject.toml, .git and module candidate it looked for. The next run with the same command line in the
+same folder asks those questions again, by stat signature (and by content where that is not conclusive);
+if every answer holds, it prints the stored outcome. Anything else, and it runs as usual.
 
 Runs that reported errors, or files that could not be read, are never recorded: they are checked again.
 The record lives at `.torchlint_cache/runs/` in the project root of the first path given.
@@ -16,6 +16,7 @@ The record lives at `.torchlint_cache/runs/` in the project root of the first pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -23,8 +24,9 @@ import time
 from pathlib import Path
 
 from torchlint import __version__, observe
+from torchlint.cache_folder import CACHE_FOLDER, prepare, write_entry
 from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.digest import CACHE_FOLDER, code_digest, content_hash
+from torchlint.digest import code_digest, content_hash
 from torchlint.outcome import Outcome, RunOptions
 from torchlint.roots import project_root
 
@@ -52,8 +54,17 @@ def replay(options: RunOptions) -> Outcome | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing, stale or corrupted: check as usual (and record again)
     if refreshed is not None:  # signatures that needed a re-read: store them, next time a stat will do
-        _write(path, {**record, "observed": refreshed, "written_ns": time.time_ns()})
+        write_entry(path.parent, path.name, {**record, "observed": refreshed, "written_ns": time.time_ns()})
     return outcome
+
+
+def start_recording(options: RunOptions) -> None:
+    """Before a recorded run reads anything: the record's folder is created now, not during the run, so
+    that the project root's listing does not change under the run (it would make every replay in the next
+    seconds re-read the root as "racy")."""
+    with contextlib.suppress(OSError):
+        prepare(_record_path(options).parent)
+    observe.start()
 
 
 def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> None:
@@ -72,7 +83,7 @@ def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> 
     }
     entry = {"format": FORMAT, "written_ns": time.time_ns(), "observed": observed, "outcome": stored}
     path = _record_path(options)
-    _write(path, entry)
+    write_entry(path.parent, path.name, entry)
     _prune(path.parent)
 
 
@@ -111,12 +122,6 @@ def _key(options: RunOptions) -> str:
 def _record_path(options: RunOptions) -> Path:
     root = project_root(Path(os.path.abspath(options.paths[0])))
     return root / CACHE_FOLDER / "runs" / f"{_key(options)}.json"
-
-
-def _write(path: Path, entry: dict) -> None:
-    from torchlint.cache import write_entry  # only when recording: it loads the config machinery
-
-    write_entry(path.parent, path.name, entry)
 
 
 def _prune(folder: Path) -> None:

@@ -34,7 +34,7 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
 
     recording = linter is None and replay.replayable(options)
     if recording:
-        observe.start()
+        replay.start_recording(options)
     try:
         outcome = _run(options, linter)
     finally:

@@ -1,0 +1,39 @@
+"""`.torchlint_cache/` at a project root: its name, and how an entry gets into it.
+
+Light on purpose (no config, no tempfile): a replayed run writes its refreshed record through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+CACHE_FOLDER = ".torchlint_cache"  # never walked, never part of an answer
+_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
+
+
+def prepare(folder: Path) -> None:
+    """Create `folder` inside the cache, and the cache with a CACHEDIR.TAG (backup tools skip it) and a
+    .gitignore (whatever the project's own says). OSError where nothing can be written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    top = folder.parent
+    if not (top / "CACHEDIR.TAG").exists():
+        (top / "CACHEDIR.TAG").write_text(_TAG)
+        (top / ".gitignore").write_text("*\n")
+
+
+def write_entry(folder: Path, name: str, entry: dict) -> None:
+    """Store `entry` as `folder/name` atomically (a temp file of this process, then a rename: concurrent
+    runs never see half an entry). Where nothing can be written (a read-only checkout) the run simply goes
+    without a cache."""
+    temp = folder / f".{name}.{os.getpid()}.tmp"
+    try:
+        prepare(folder)
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(entry, handle)
+        os.replace(temp, folder / name)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
