@@ -14,7 +14,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.facts import ModuleFacts
-from torchlint.facts.training import batch_moves
+from torchlint.facts.torch.training import batch_moves
 
 
 def sources() -> list[tuple[str, str]]:

@@ -6,9 +6,9 @@ import re
 import textwrap
 from pathlib import Path
 
-from torchlint.config import Settings
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import Linter
+from torchlint.workspace.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 RULE_DOCS = REPO / "rules"
@@ -78,7 +78,7 @@ def project_facts(root: Path, files: dict[str, str], checked: str):
     import libcst as cst
 
     from torchlint.facts import ModuleFacts
-    from torchlint.project import Project
+    from torchlint.index.project import Project
 
     (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     for name, text in files.items():

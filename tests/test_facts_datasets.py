@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support import facts_of, line_of, project_facts
 
-from torchlint.facts.training import batch_moves
+from torchlint.facts.torch.training import batch_moves
 
 DATASETS = """\
 import torch

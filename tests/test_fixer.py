@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 from support import FIXTURES, REPO, doc_sections, python_block, settings
 
+from torchlint.api import RunOptions, run
 from torchlint.cli import main
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from torchlint.fixer import Applied, apply, unified_diff
+from torchlint.fix.apply import Applied, apply, unified_diff
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
 from torchlint.rules import base
 from torchlint.rules.base import Rule, registered_rules
-from torchlint.run import RunOptions, run
 
 SAFE, UNSAFE, DISPLAY = Applicability.SAFE, Applicability.UNSAFE, Applicability.DISPLAY_ONLY
 
@@ -570,4 +570,4 @@ def test_a_non_converging_fix_is_a_warning_and_the_file_is_still_written(project
 
 
 def test_the_repo_is_where_the_tests_think_it_is():
-    assert (REPO / "torchlint" / "fixer.py").is_file()
+    assert (REPO / "torchlint" / "fix" / "apply.py").is_file()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from support import FIXTURES, REPO
 
+from torchlint.api import RunOptions, run
 from torchlint.rules.base import registered_rules
-from torchlint.run import RunOptions, run
 
 _EXPECT = re.compile(r"#.*?\bexpect: *(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
 _EXPECT_NONE = re.compile(r"#.*?\bexpect-none: *(?P<codes>TL\d{0,3}(?:\s*,\s*TL\d{0,3})*)")

@@ -1,4 +1,4 @@
-"""A repeated check run answers from its record only while nothing it read has changed (torchlint.replay)."""
+"""A repeated check run answers from its record only while nothing it read has changed (torchlint.cache.replay)."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def test_what_worker_processes_read_is_part_of_the_record(project):
 
 
 def test_only_the_most_recent_records_are_kept(project, monkeypatch):
-    monkeypatch.setattr("torchlint.replay.MAX_RECORDS", 3)
+    monkeypatch.setattr("torchlint.cache.replay.MAX_RECORDS", 3)
     for code in ("TL201", "TL202", "TL203", "TL205", "TL3"):
         check("--select", code, ".")
     assert len(list((project / ".torchlint_cache" / "runs").glob("*.json"))) == 3

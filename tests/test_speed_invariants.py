@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from support import FIXTURES, REPO, RULE_DOCS, doc_sections, python_block
 
+from torchlint.api import RunOptions, run
 from torchlint.cli import main
-from torchlint.run import RunOptions, run
 
 
 def findings(outcome) -> list[tuple]:

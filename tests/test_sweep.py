@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from torchlint.api import RunOptions, run
+from torchlint.fix.write import TEMP_SUFFIX
 from torchlint.linter import _compiles
-from torchlint.run import RunOptions, run
-from torchlint.source import SourceFile
-from torchlint.writing import TEMP_SUFFIX
+from torchlint.workspace.source import SourceFile
 
 TRIGGERS = re.compile(rb"cuda\.amp|cpu\.amp|GradScaler|autocast|DataLoader")
 

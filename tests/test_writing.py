@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from torchlint import writing
 from torchlint.cli import main
+from torchlint.fix import write as writing
+from torchlint.fix.write import TEMP_SUFFIX, WriteRefused, write_source
 from torchlint.linter import Linter
-from torchlint.source import SourceFile
-from torchlint.writing import TEMP_SUFFIX, WriteRefused, write_source
+from torchlint.workspace.source import SourceFile
 
 BEFORE = b"import torch\n\ns = torch.cuda.amp.GradScaler()\n"
 AFTER = b'import torch\n\ns = torch.amp.GradScaler("cuda")\n'
@@ -259,8 +259,8 @@ def test_a_process_terminated_while_writing_leaves_a_whole_file_and_no_temp_file
         f"""
         import os, signal
         from pathlib import Path
-        from torchlint import writing
-        from torchlint.source import SourceFile
+        from torchlint.fix import write as writing
+        from torchlint.workspace.source import SourceFile
 
         fsync = os.fsync
         def fsync_then_terminated(fd):

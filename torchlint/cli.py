@@ -93,8 +93,8 @@ def check(
     show_phase2_count: bool,
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code."""
+    from torchlint.cache.replay import replay
     from torchlint.outcome import RunOptions
-    from torchlint.replay import replay
 
     options = RunOptions(
         paths=list(paths) or [Path(".")],
@@ -115,7 +115,7 @@ def check(
     )
     outcome = replay(options)
     if outcome is None:
-        from torchlint.run import run
+        from torchlint.api import run
 
         outcome = run(options)
     if show_phase2_count:
@@ -149,7 +149,7 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
     for message in outcome.errors:
         click.echo(f"error: {message}", err=True)
     if options.diff:
-        from torchlint.fixer import unified_diff
+        from torchlint.fix.apply import unified_diff
 
         for path, before, after in outcome.diffs:
             sys.stdout.write(unified_diff(path, before, after))
@@ -250,7 +250,7 @@ def debug_facts(file: Path) -> None:
     from torchlint.facts.debug import describe
     from torchlint.facts.module import ModuleFacts
     from torchlint.linter import Linter
-    from torchlint.source import SourceError, SourceFile
+    from torchlint.workspace.source import SourceError, SourceFile
 
     try:
         source = SourceFile.read(file)

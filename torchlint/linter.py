@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.config import Settings, enabled_codes
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
-from torchlint.files import matches_any
-from torchlint.fixer import apply
+from torchlint.fix.apply import apply
 from torchlint.noqa import read_suppressions
-from torchlint.roots import project_root
 from torchlint.rules.base import Rule, registered_rules
+from torchlint.workspace.discovery import matches_any
+from torchlint.workspace.roots import project_root
+from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
-    from torchlint.project import Project
+    from torchlint.index.project import Project
 
 MAX_FIX_PASSES = 10
 
@@ -48,7 +48,7 @@ class Linter:
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
-        from torchlint.project import Project
+        from torchlint.index.project import Project
 
         root = self.root_of(file.resolve().parent)
         if root not in self._projects:

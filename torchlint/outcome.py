@@ -38,8 +38,8 @@ class Outcome:
     hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
     parsed: int = 0  # files that went through LibCST (phase 2)
     from_cache: int = 0  # files whose results came from the cache
-    replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.replay)
-    observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.observe)
+    replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
+    observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
 
     def merge(self, other: Outcome) -> None:
         for name in (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from torchlint.facts.module import ModuleFacts
-from torchlint.facts.training import batch_moves
+from torchlint.facts.torch.training import batch_moves
 
 
 def describe(facts: ModuleFacts) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.diagnostics import LineIndex
-from torchlint.facts.collect import (
+from torchlint.facts.syntax.collect import (
     CallRecord,
     ClassRecord,
     Collected,
@@ -32,15 +32,21 @@ from torchlint.facts.collect import (
     FunctionRecord,
     LoopRecord,
 )
-from torchlint.facts.datasets import DatasetAnalysis
-from torchlint.facts.devices import Device, DeviceAnalysis, DeviceEvidence
-from torchlint.facts.loaders import LOADER_CLASSES, Loader, build_loader, call_options, has_endless_epochs
-from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
-from torchlint.facts.training import ExternalSource, LoaderUse, TrainingAnalysis
-from torchlint.facts.values import Evaluator
+from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
+from torchlint.facts.syntax.values import Evaluator
+from torchlint.facts.torch.datasets import DatasetAnalysis
+from torchlint.facts.torch.devices import Device, DeviceAnalysis, DeviceEvidence
+from torchlint.facts.torch.loaders import (
+    LOADER_CLASSES,
+    Loader,
+    build_loader,
+    call_options,
+    has_endless_epochs,
+)
+from torchlint.facts.torch.training import ExternalSource, LoaderUse, TrainingAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.project import Project
+    from torchlint.index.project import Project
 
 
 class ModuleFacts:

@@ -6,7 +6,7 @@ import json
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, Edit, LineIndex
-from torchlint.imports import remove_bound_names
+from torchlint.fix.imports import remove_bound_names
 
 
 def _location(lines: LineIndex | None, offset: int) -> dict[str, int]:

@@ -14,8 +14,8 @@ from torchlint._lazy import cst
 from torchlint.diagnostics import Diagnostic, Fix, Severity
 
 if TYPE_CHECKING:
-    from torchlint.config import Settings
     from torchlint.facts import ModuleFacts
+    from torchlint.workspace.settings import Settings
 
 FAMILIES = {
     "0": "errors",

@@ -12,15 +12,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.arguments import with_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from torchlint.edits import EditError, module_in_scope, replace_node
-from torchlint.facts.devices import Device
+from torchlint.facts.torch.devices import Device
+from torchlint.fix.build import EditError, module_in_scope, replace_node, with_argument
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
-    from torchlint.facts.loaders import Loader, Option
+    from torchlint.facts.torch.loaders import Loader, Option
 
 # Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
 # affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
@@ -90,7 +89,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        from torchlint.facts.datasets import DatasetKind  # facts load only for files that need them
+        from torchlint.facts.torch.datasets import DatasetKind  # facts load only for files that need them
 
         for loader in facts.loaders:
             if not facts.loader_uses(loader) or not _workers_zero(loader):
@@ -313,7 +312,7 @@ class BlockingHostToDeviceCopy(Rule):
     needs_text = ("oader",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        from torchlint.facts.training import batch_moves
+        from torchlint.facts.torch.training import batch_moves
 
         for loop in facts.training.training_loops:
             # Pinned on some paths (`if use_cuda: kwargs.update(pin_memory=True)`) is enough: a non-blocking

@@ -14,10 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.arguments import insert_argument, keyword_argument
 from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
-from torchlint.edits import EditError, drop_import, module_in_scope, replace_node
-from torchlint.facts.names import BindingKind
+from torchlint.facts.syntax.names import BindingKind
+from torchlint.fix.build import (
+    EditError,
+    drop_import,
+    insert_argument,
+    keyword_argument,
+    module_in_scope,
+    replace_node,
+)
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:

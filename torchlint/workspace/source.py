@@ -11,7 +11,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchlint import observe
+from torchlint.cache import fs as observe
 
 
 class SourceError(Exception):
@@ -66,7 +66,7 @@ class SourceFile:
         return (b"\xef\xbb\xbf" if self.bom else b"") + text.encode(self.encoding)
 
     def write(self, text: str) -> None:
-        """Write `text` back, re-encoded like this file; see `torchlint.writing` (raises WriteRefused)."""
-        from torchlint.writing import write_source
+        """Write `text` back, re-encoded like this file; see `torchlint.fix.write` (raises WriteRefused)."""
+        from torchlint.fix.write import write_source
 
         write_source(self, text)

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.collect import CallRecord, FunctionRecord, LoopRecord
-from torchlint.facts.devices import Device
-from torchlint.facts.loaders import Loader, Option, call_options
-from torchlint.facts.names import BindingKind, Scope
+from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.torch.devices import Device
+from torchlint.facts.torch.loaders import Loader, Option, call_options
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.names import BindingKind, Scope, dotted
+from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts

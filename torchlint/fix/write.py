@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from torchlint.source import SourceFile
+    from torchlint.workspace.source import SourceFile
 
 TEMP_SUFFIX = ".torchlint-tmp"
 _HELD_SIGNALS = tuple(

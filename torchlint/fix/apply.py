@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from torchlint.diagnostics import Edit, Fix
-from torchlint.imports import remove_bound_names
+from torchlint.fix.imports import remove_bound_names
 
 
 @dataclass(frozen=True)

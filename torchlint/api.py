@@ -10,27 +10,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from torchlint import observe
-from torchlint.cache import ResultCache, settings_digest
-from torchlint.config import ConfigError, enabled_codes
+from torchlint.cache import fs as observe
+from torchlint.cache.results import ResultCache, settings_digest
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.files import MissingPath, SettingsResolver, Target, discover
+from torchlint.fix.write import WriteRefused
 from torchlint.linter import InternalError, Linter, io_error
 from torchlint.outcome import Outcome, RunOptions
-from torchlint.source import SourceError, SourceFile
-from torchlint.writing import WriteRefused
+from torchlint.workspace.discovery import MissingPath, SettingsResolver, Target, discover
+from torchlint.workspace.settings import ConfigError, enabled_codes
+from torchlint.workspace.source import SourceError, SourceFile
 
 # Below this many files a single process wins: each worker pays LibCST's import (about half a second).
 PARALLEL_FROM = 16
 
 
 def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
-    """Check (or fix) every file; a clean check run is recorded for `torchlint.replay`.
+    """Check (or fix) every file; a clean check run is recorded for `torchlint.cache.replay`.
 
     Only a run with a fresh linter is recorded: a linter passed in may already know files (its projects'
     facts) without this run having observed them.
     """
-    from torchlint import replay
+    from torchlint.cache import replay
 
     recording = linter is None and replay.replayable(options)
     if recording:
@@ -50,7 +50,7 @@ def _run(options: RunOptions, linter: Linter | None) -> Outcome:
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
-        from torchlint.config import validate_selectors
+        from torchlint.workspace.settings import validate_selectors
 
         for key in ("select", "extend_select", "ignore"):
             validate_selectors(options.cli_settings.get(key) or [], codes, f"--{key.replace('_', '-')}")
@@ -101,7 +101,7 @@ _process_worker: _Worker | None = None
 
 
 def _start_worker(options: RunOptions) -> None:
-    from torchlint import replay
+    from torchlint.cache import replay
 
     global _process_worker
     _process_worker = _Worker(Linter(prefilter=options.prefilter), options)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.names import BindingKind, Scope
-from torchlint.facts.values import Kind, Value, constant_number, literal_of
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.values import Kind, Value, constant_number, literal_of
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts

@@ -1,6 +1,6 @@
 """Where a project starts: the folder its cross-file index, its settings defaults and its cache belong to.
 
-Kept apart from file discovery so that a replayed run (torchlint.replay) can find its record without loading
+Kept apart from file discovery so that a replayed run (torchlint.cache.replay) can find its record without loading
 pathspec or the config machinery.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchlint import observe
+from torchlint.cache import fs as observe
 
 
 def project_root(directory: Path, memo: dict[Path, Path] | None = None) -> Path:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 
 from torchlint._lazy import cst
-from torchlint.facts.names import Binding, BindingKind, Reference, Scope, ScopeKind
+from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
 
 _SKIPPED_FIELDS = frozenset(
     {

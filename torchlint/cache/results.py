@@ -16,11 +16,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from torchlint import __version__, observe
-from torchlint.cache_folder import CACHE_FOLDER, write_entry
-from torchlint.config import Settings
+from torchlint import __version__
+from torchlint.cache import fs as observe
+from torchlint.cache.digest import code_digest, content_hash
+from torchlint.cache.folder import CACHE_FOLDER, write_entry
 from torchlint.diagnostics import Diagnostic
-from torchlint.digest import code_digest, content_hash
+from torchlint.workspace.settings import Settings
 
 
 def settings_digest(settings: Settings, enabled: list[str]) -> str:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pathspec
 
-from torchlint import observe
-from torchlint.config import ConfigError, Settings, has_tool_table, load_settings
-from torchlint.roots import project_root
+from torchlint.cache import fs as observe
+from torchlint.workspace.roots import project_root
+from torchlint.workspace.settings import ConfigError, Settings, has_tool_table, load_settings
 
 
 class SettingsResolver:

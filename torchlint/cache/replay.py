@@ -1,11 +1,11 @@
 """Replaying a run: the same check over unchanged files answers from a record, checking nothing again.
 
-The per-file result cache (`torchlint.cache`) already spares LibCST for unchanged files, but a run that uses
+The per-file result cache (`torchlint.cache.results`) already spares LibCST for unchanged files, but a run that uses
 it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads every file:
 0.16-0.26 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is almost
 always the one from last time (pre-commit re-runs, an editor saving twice, CI retrying). So every clean
 check run (not --fix, not --diff, the cache enabled) also stores its whole outcome, together with every
-file-system question it asked (`torchlint.observe`): file contents, folder listings, the existence of each
+file-system question it asked (`torchlint.cache.fs`): file contents, folder listings, the existence of each
 pyproject.toml, .git and module candidate it looked for. The next run with the same command line in the
 same folder asks those questions again, by stat signature (and by content where that is not conclusive);
 if every answer holds, it prints the stored outcome. Anything else, and it runs as usual.
@@ -23,12 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from torchlint import __version__, observe
-from torchlint.cache_folder import CACHE_FOLDER, prepare, write_entry
+from torchlint import __version__
+from torchlint.cache import fs as observe
+from torchlint.cache.digest import code_digest, content_hash
+from torchlint.cache.folder import CACHE_FOLDER, prepare, write_entry
 from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.digest import code_digest, content_hash
 from torchlint.outcome import Outcome, RunOptions
-from torchlint.roots import project_root
+from torchlint.workspace.roots import project_root
 
 FORMAT = 1
 MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only

@@ -3,7 +3,7 @@
 Every read that can change a check's result goes through here: a file's content (sources, configs,
 .gitignore files, other project files), a folder's listing (the walk, the project scan) and whether a path
 exists (pyproject.toml and .git on the way up, module candidates). While recording, each question is kept with
-its answer; `still_holds` asks it again. `torchlint.replay` stores the record next to the run's findings.
+its answer; `still_holds` asks it again. `torchlint.cache.replay` stores the record next to the run's findings.
 
 A file or folder is trusted unchanged when its stat signature (size, mtime, ctime, inode) is the one
 recorded, unless it was modified within RACY_NS of when the record was written: file systems with coarse
@@ -18,8 +18,8 @@ import os
 import stat as stat_module
 from pathlib import Path
 
-from torchlint.cache_folder import CACHE_FOLDER
-from torchlint.digest import content_hash
+from torchlint.cache.digest import content_hash
+from torchlint.cache.folder import CACHE_FOLDER
 
 RACY_NS = 2_000_000_000
 IGNORED_NAMES = frozenset({CACHE_FOLDER})  # written by the run itself; never part of its answer

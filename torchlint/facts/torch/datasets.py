@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.collect import ClassRecord
-from torchlint.facts.names import BindingKind, Scope, ScopeKind
+from torchlint.facts.syntax.collect import ClassRecord
+from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
 
 if TYPE_CHECKING:
-    from torchlint.facts.loaders import Loader
     from torchlint.facts.module import ModuleFacts
+    from torchlint.facts.torch.loaders import Loader
 
 _ITERABLE = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"}
 _MAP = {"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"}

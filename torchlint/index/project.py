@@ -15,14 +15,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint import observe
 from torchlint._lazy import cst
-from torchlint.config import DEFAULT_EXCLUDES
-from torchlint.source import SourceError, SourceFile
+from torchlint.cache import fs as observe
+from torchlint.workspace.settings import DEFAULT_EXCLUDES
+from torchlint.workspace.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from torchlint.facts.collect import FunctionRecord
     from torchlint.facts.module import ModuleFacts
+    from torchlint.facts.syntax.collect import FunctionRecord
 
 MAX_PROJECT_FILES = 5000
 ALL_FILES = Path("<every project file's imports>")
@@ -52,7 +52,7 @@ class Project:
         return ALL_FILES in self._consulted(file)
 
     def file_list_digest(self) -> str:
-        from torchlint.digest import content_hash
+        from torchlint.cache.digest import content_hash
 
         return content_hash("\0".join(map(str, self._python_files())).encode())
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchlint import observe
-from torchlint.cache_folder import CACHE_FOLDER
+from torchlint.cache import fs as observe
+from torchlint.cache.folder import CACHE_FOLDER
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.names import BindingKind, Scope
-from torchlint.facts.values import literal_of
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.values import literal_of
 
 if TYPE_CHECKING:
     from torchlint.facts.module import ModuleFacts
@@ -118,7 +118,7 @@ class DeviceAnalysis:
         return Device.UNKNOWN
 
     def _passed_to(self, scope: Scope, name: str, depth: int) -> set[Device]:
-        from torchlint.facts.training import argument_for
+        from torchlint.facts.torch.training import argument_for
 
         function = self.facts.function_of_scope(scope)
         if function is None:
