@@ -14,7 +14,6 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.facts import ModuleFacts
-from torchlint.facts.torch.training import batch_moves
 
 
 def sources() -> list[tuple[str, str]]:
@@ -37,7 +36,7 @@ def analyse(path: str, text: str) -> None:
         facts.datasets.kind(loader)
         facts.datasets.unpicklable(loader)
     for loop in facts.training.training_loops:
-        batch_moves(facts, loop)
+        facts.batch_moves(loop)
     _ = facts.device, facts.has_main_guard, facts.hf_training_arguments, facts.frameworks
 
 

@@ -89,7 +89,7 @@ def project_facts(root: Path, files: dict[str, str], checked: str):
     path = root / checked
     text = path.read_text()
     facts = ModuleFacts(checked, text, cst.parse_module(text), project=project, file=path)
-    project.register(path, facts)
+    project.register(path, facts.source)
     return facts
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from support import facts_of, line_of, project_facts
 
-from torchlint.facts.torch.training import batch_moves
-
 DATASETS = """\
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
@@ -135,7 +133,7 @@ def test_batch_moves_in_the_training_loop_with_and_without_non_blocking():
     [loop] = facts.training.training_loops
     moves = [
         (line_of(facts, m.call), m.non_blocking.describe() if m.non_blocking else None)
-        for m in batch_moves(facts, loop)
+        for m in facts.batch_moves(loop)
     ]
     assert moves == [(6, "True"), (7, None)]
 
@@ -149,7 +147,7 @@ def test_batch_dict_moves_through_items():
     """
     facts = facts_of(source)
     [loop] = facts.training.training_loops
-    assert [line_of(facts, m.call) for m in batch_moves(facts, loop)] == [2]
+    assert [line_of(facts, m.call) for m in facts.batch_moves(loop)] == [2]
 
 
 def test_hf_training_arguments_dataloader_options():

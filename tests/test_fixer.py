@@ -18,8 +18,9 @@ from support import FIXTURES, REPO, doc_sections, python_block, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.cli import main
-from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from torchlint.diagnostics import Diagnostic, Severity
 from torchlint.fix.apply import Applied, apply, unified_diff
+from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit, Fix
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
 from torchlint.rules import base
 from torchlint.rules.base import Rule, registered_rules
@@ -74,8 +75,8 @@ def test_overlapping_fix_is_skipped_for_a_later_pass():
 
 def test_shared_import_is_added_once():
     text = "import os\nx = a\ny = a\n"
-    add = Edit(10, 10, "import torch\n", key="import:torch")
-    fixes = [Fix("t", SAFE, (Edit(14, 15, "torch.b"), add)), Fix("t", SAFE, (Edit(20, 21, "torch.b"), add))]
+    add = (AddImport("torch", 10, "import torch\n"),)
+    fixes = [Fix("t", SAFE, (Edit(14, 15, "torch.b"),), add), Fix("t", SAFE, (Edit(20, 21, "torch.b"),), add)]
     assert apply(text, fixes).text == "import os\nimport torch\nx = torch.b\ny = torch.b\n"
 
 
@@ -84,7 +85,7 @@ def test_a_fix_whose_import_cannot_be_added_is_not_applied():
     # `torch` undefined, so the whole fix waits for the next pass.
     text = "import os\nx = a\ny = a\n"
     first = Fix("t", SAFE, (Edit(5, 12, "t os\nz "),))
-    second = Fix("t", SAFE, (Edit(20, 21, "torch.b"), Edit(10, 10, "import torch\n", key="import:torch")))
+    second = Fix("t", SAFE, (Edit(20, 21, "torch.b"),), (AddImport("torch", 10, "import torch\n"),))
     result = apply(text, [first, second])
     assert (result.applied, result.skipped) == ((0,), (1,))
     assert result.text == "import os\nz = a\ny = a\n"
@@ -95,8 +96,8 @@ def test_two_insertions_at_one_point_conflict_unless_both_are_imports():
     one, two = Fix("1", SAFE, (Edit(0, 0, "a"),)), Fix("2", SAFE, (Edit(0, 0, "b"),))
     assert apply(text, [one, two]).applied == (0,)
     imports = [
-        Fix("1", SAFE, (Edit(0, 0, "import torch\n", key="import:torch"),)),
-        Fix("2", SAFE, (Edit(0, 0, "import os\n", key="import:os"),)),
+        Fix("1", SAFE, (), (AddImport("torch", 0, "import torch\n"),)),
+        Fix("2", SAFE, (), (AddImport("os", 0, "import os\n"),)),
     ]
     assert apply(text, imports).text == "import os\nimport torch\nx\n"  # by key, whatever the fix order
     assert apply(text, imports[::-1]).text == "import os\nimport torch\nx\n"
@@ -104,15 +105,15 @@ def test_two_insertions_at_one_point_conflict_unless_both_are_imports():
 
 def test_an_insertion_goes_before_a_replacement_at_the_same_offset():
     text = "old()\n"
-    fix = Fix("t", SAFE, (Edit(0, 3, "new"), Edit(0, 0, "import torch\n", key="import:torch")))
+    fix = Fix("t", SAFE, (Edit(0, 3, "new"),), (AddImport("torch", 0, "import torch\n"),))
     assert apply(text, [fix]).text == "import torch\nnew()\n"
 
 
-def test_a_quorum_edit_needs_every_fix_that_carries_it():
+def test_an_import_is_dropped_only_when_every_use_was_rewritten():
     text = "from m import a\nx = a\ny = a\n"
-    drop = Edit(0, 16, "", key="drop:0:a", quorum=2)
-    first = Fix("t", SAFE, (Edit(20, 21, "m.a"), drop))
-    second = Fix("t", SAFE, (Edit(26, 27, "m.a"), drop))
+    drop = (DropImportIfUnused(0, 16, "a", uses=2),)
+    first = Fix("t", SAFE, (Edit(20, 21, "m.a"),), drops=drop)
+    second = Fix("t", SAFE, (Edit(26, 27, "m.a"),), drops=drop)
     assert apply(text, [first]).text == "from m import a\nx = m.a\ny = a\n"
     assert apply(text, [first, second]).text == "x = m.a\ny = m.a\n"
 
@@ -120,8 +121,8 @@ def test_a_quorum_edit_needs_every_fix_that_carries_it():
 def test_two_names_leaving_one_import_statement_are_merged():
     text = "from m import a, b, c\nx = a\ny = b\n"
     fixes = [
-        Fix("t", SAFE, (Edit(26, 27, "m.a"), Edit(0, 22, "", key="drop:0:a"))),
-        Fix("t", SAFE, (Edit(32, 33, "m.b"), Edit(0, 22, "", key="drop:0:b"))),
+        Fix("t", SAFE, (Edit(26, 27, "m.a"),), drops=(DropImportIfUnused(0, 22, "a", uses=1),)),
+        Fix("t", SAFE, (Edit(32, 33, "m.b"),), drops=(DropImportIfUnused(0, 22, "b", uses=1),)),
     ]
     assert apply(text, fixes).text == "from m import c\nx = m.a\ny = m.b\n"
 

@@ -248,7 +248,6 @@ def debug_facts(file: Path) -> None:
     import libcst as cst
 
     from torchlint.facts.debug import describe
-    from torchlint.facts.module import ModuleFacts
     from torchlint.linter import Linter
     from torchlint.workspace.source import SourceError, SourceFile
 
@@ -258,7 +257,5 @@ def debug_facts(file: Path) -> None:
     except (SourceError, cst.ParserSyntaxError) as error:
         click.echo(f"error: {file}: {error}", err=True)
         sys.exit(2)
-    project = Linter().project_for(file)
-    facts = ModuleFacts(file.as_posix(), source.text, module, project=project, file=file)
-    project.register(file, facts)
+    facts = Linter().facts_of(file.as_posix(), source.text, module, file)
     click.echo(describe(facts), nl=False)

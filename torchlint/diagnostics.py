@@ -1,11 +1,8 @@
-"""What a rule reports and how it proposes to change the code.
-
-The shapes follow ruff's: a `Diagnostic` may carry one `Fix`; a fix is a titled list of text `Edit`s over the
-decoded source, and its `Applicability` says how much trust applying it needs. Applicability belongs to each
-fix, not to the rule, because one rule may be safe in one case and unsafe in another.
+"""What a rule reports: a `Diagnostic` (ruff's shape), which may carry one `Fix` (`torchlint.fix.model`).
 
 Offsets are indices into the decoded text (a Python `str`), never bytes, so that every consumer (the fixer,
-`--diff`, the LSP, the verifier) shares one coordinate system; lines and columns are derived at the edges.
+`--diff`, the LSP, the verifier) shares one coordinate system; lines and columns are derived at the edges
+(`LineIndex`), only for files that have findings.
 """
 
 from __future__ import annotations
@@ -14,44 +11,14 @@ import bisect
 import enum
 from dataclasses import asdict, dataclass, field
 
+from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit, Fix
 
-class Applicability(enum.Enum):
-    """How much trust applying a fix needs (ruff's three classes)."""
-
-    SAFE = "safe"  # cannot change what the program computes; applied by --fix
-    UNSAFE = "unsafe"  # may change numerics or behaviour; needs --unsafe-fixes
-    DISPLAY_ONLY = "display-only"  # a suggestion; shown, never applied
-
-    def allowed(self, unsafe_fixes: bool) -> bool:
-        return self is Applicability.SAFE or (unsafe_fixes and self is Applicability.UNSAFE)
+__all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "LineIndex", "Position", "Severity"]
 
 
 class Severity(enum.Enum):
     ERROR = "error"  # the code is wrong or raises (e.g. invalid DataLoader options, a syntax error)
     WARNING = "warning"  # the code works but is slower or deprecated
-
-
-@dataclass(frozen=True)
-class Edit:
-    """Replace `text[start:end]` with `content`.
-
-    `key` marks an edit that several fixes may share (adding `import torch`): among the fixes applied together
-    it is applied once. `quorum` > 1 marks an edit that only makes sense when that many fixes carrying
-    the same key are applied together, e.g. removing an import only once every use of it was rewritten.
-    """
-
-    start: int
-    end: int
-    content: str
-    key: str | None = None
-    quorum: int = 1
-
-
-@dataclass(frozen=True)
-class Fix:
-    title: str
-    applicability: Applicability
-    edits: tuple[Edit, ...]
 
 
 @dataclass(frozen=True)
@@ -104,9 +71,7 @@ class Diagnostic:
             data["path"],
             data["start"],
             data["end"],
-            Fix(fix["title"], Applicability(fix["applicability"]), tuple(Edit(**e) for e in fix["edits"]))
-            if fix
-            else None,
+            _fix_from_plain(fix) if fix else None,
             Position(**data["location"]),
             Position(**data["end_location"]),
         )
@@ -144,3 +109,13 @@ class LineIndex:
         diagnostic.location = self.position(diagnostic.start)
         diagnostic.end_location = self.position(diagnostic.end)
         return diagnostic
+
+
+def _fix_from_plain(fix: dict) -> Fix:
+    return Fix(
+        fix["title"],
+        Applicability(fix["applicability"]),
+        tuple(Edit(**e) for e in fix["edits"]),
+        tuple(AddImport(**i) for i in fix.get("imports", ())),
+        tuple(DropImportIfUnused(**d) for d in fix.get("drops", ())),
+    )

@@ -23,6 +23,7 @@ from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
+    from torchlint.facts import ModuleFacts
     from torchlint.index.project import Project
 
 MAX_FIX_PASSES = 10
@@ -96,19 +97,26 @@ class Linter:
                 diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                 found = [diagnostic] if "TL001" in enabled else []
                 return _finish(found, text)
-            from torchlint.facts import ModuleFacts
-
             file = Path(path)
             project = self.project_for(file) if file.is_file() else None
-            facts = ModuleFacts(path, text, module, project=project, file=file if project else None)
-            if project is not None:
-                project.register(file, facts)
+            facts = self.facts_of(path, text, module, file if project is not None else None)
             for rule in rules:
                 try:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
         return _finish(found, text)
+
+    def facts_of(self, path: str, text: str, module: cst.Module, file: Path | None) -> ModuleFacts:
+        """The facts of a checked module; with `file`, linked to its project (whose other files' questions
+        about it then see this text, not the one on disk)."""
+        from torchlint.facts import ModuleFacts, SourceModule
+
+        project = self.project_for(file) if file is not None else None
+        source = SourceModule(path, text, module, project=project, file=file)
+        if project is not None and file is not None:
+            project.register(file, source)
+        return ModuleFacts.of(source)
 
     def fix_text(self, path: str, text: str, settings: Settings, unsafe: bool) -> FixResult:
         """Check and fix until nothing changes, at most MAX_FIX_PASSES times.

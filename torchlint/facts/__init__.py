@@ -1,27 +1,196 @@
-"""The semantic model of one module. Rules read facts; only this package reads the tree raw.
+"""The semantic model of one module, as rules see it: `ModuleFacts`, the only surface rules import.
 
-The names are loaded on first use (PEP 562), so that importing a rule module, or `torchlint.facts.torch.devices`
-for an enum, does not import the whole model: start-up time is a feature of a pre-commit hook.
+Rules ask questions in the terms of their docs — which loaders feed training, on which device, with which
+options; which loops train and what they copy to the GPU; which APIs are used where — and this facade answers
+them from the layers below, which rules never import:
+
+- `facts/syntax/`: the parsed module (`SourceModule`): names and qualified names, scopes, calls, functions,
+  classes, loops, values and their provenance, the one call-argument reader (`calls.py`), positions. It
+  knows nothing about torch.
+- `facts/torch/`: analyses built on it, one per question family — loaders, training loops, devices, datasets,
+  batch moves, and the framework adapters (Lightning, Hugging Face, accelerate). Each is created once per
+  module on first use (`SourceModule.analysis`), so that cross-file questions reach the other module's.
+
+Adding a fact: put it in the analysis it belongs to (or a new module under `facts/torch/`), show it in
+`torchlint debug facts` (`debug.py`), and expose here the question a rule asks. See CONTRIBUTING.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchlint.facts.syntax.calls import KEYWORDS_ONLY, Argument, CallArguments, Signature, read_call
+from torchlint.facts.syntax.module import SourceModule
+from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
+from torchlint.facts.torch import frameworks
+from torchlint.facts.torch.datasets import DatasetAnalysis, DatasetKind, Unpicklable
+from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.evidence import Device, DeviceEvidence
+from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
+from torchlint.facts.torch.moves import Move, batch_moves
+from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
+
 if TYPE_CHECKING:
-    from torchlint.facts.module import ModuleFacts
-    from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
+    from torchlint._lazy import cst
+    from torchlint.facts.syntax.collect import LoopRecord
+    from torchlint.facts.syntax.project import ProjectIndex
 
-__all__ = ["Binding", "BindingKind", "ModuleFacts", "Reference", "Scope", "ScopeKind"]
+__all__ = [
+    "Argument",
+    "Binding",
+    "BindingKind",
+    "CallArguments",
+    "DatasetKind",
+    "Device",
+    "DeviceEvidence",
+    "Loader",
+    "LoaderUse",
+    "ModuleFacts",
+    "Move",
+    "Reference",
+    "Scope",
+    "ScopeKind",
+    "Signature",
+    "SourceModule",
+    "Unpicklable",
+]
 
 
-def __getattr__(name: str):
-    if name == "ModuleFacts":
-        from torchlint.facts.module import ModuleFacts
+class ModuleFacts:
+    """What torchlint knows about one module. Built on a `SourceModule` (or parsed text, for tests)."""
 
-        return ModuleFacts
-    if name in __all__:
-        from torchlint.facts import names
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        module: cst.Module,
+        project: ProjectIndex | None = None,
+        file: Path | None = None,
+    ) -> None:
+        self.source = SourceModule(path, text, module, project=project, file=file)
 
-        return getattr(names, name)
-    raise AttributeError(name)
+    @classmethod
+    def of(cls, source: SourceModule) -> ModuleFacts:
+        facts = cls.__new__(cls)
+        facts.source = source
+        return facts
+
+    # -- the file -------------------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+    @property
+    def text(self) -> str:
+        return self.source.text
+
+    @property
+    def lines(self):
+        return self.source.lines
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        """Offsets of a node's own text in the decoded source (where a finding starts and ends)."""
+        return self.source.span(node)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.source.code(node)
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.source.lines.position(self.source.span(node)[0]).line
+
+    # -- names ----------------------------------------------------------------------------------------------
+
+    @property
+    def module_scope(self) -> Scope:
+        return self.source.module_scope
+
+    def qualname(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        return self.source.qualname(expr, scope)
+
+    def references_to(self, qualnames: Collection[str]) -> list[Reference]:
+        """Every use of these APIs, however they were imported (each knows if it is called, a decorator,
+        a `with` item or an annotation)."""
+        return self.source.references_to(qualnames)
+
+    def references_of(self, binding: Binding) -> list[Reference]:
+        return self.source.references_of(binding)
+
+    def call_arguments(
+        self, call: cst.Call, scope: Scope, signature: Signature = KEYWORDS_ONLY
+    ) -> CallArguments:
+        """A call's arguments by parameter name (keywords, positional through `signature`, `**kwargs`)."""
+        return read_call(self.source, call, scope, signature)
+
+    # -- the script -----------------------------------------------------------------------------------------
+
+    @property
+    def has_main_guard(self) -> bool:
+        return self.source.has_main_guard
+
+    @property
+    def device(self) -> DeviceEvidence:
+        """The strongest device evidence in the module."""
+        return self.source.analysis(DeviceAnalysis).evidence
+
+    @cached_property
+    def frameworks(self) -> frozenset[str]:
+        """Frameworks that own the training loop here: lightning, transformers, accelerate."""
+        return frameworks.frameworks(self.source)
+
+    # -- training -------------------------------------------------------------------------------------------
+
+    @property
+    def training(self) -> TrainingAnalysis:
+        return self.source.analysis(TrainingAnalysis)
+
+    @property
+    def training_loops(self) -> list[LoopRecord]:
+        return self.training.training_loops
+
+    def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
+        return self.training.loaders_of_loop(loop)
+
+    def batch_moves(self, loop: LoopRecord) -> list[Move]:
+        """`.to(device)` / `.cuda()` of what the loop iterates."""
+        return batch_moves(self.source, loop)
+
+    # -- loaders --------------------------------------------------------------------------------------------
+
+    @property
+    def loaders(self) -> list[Loader]:
+        return self.source.analysis(LoaderAnalysis).loaders
+
+    def loader_uses(self, loader: Loader) -> list[LoaderUse]:
+        """Where `loader` feeds training (empty: it does not, as far as the code shows)."""
+        return self.training.loader_uses(loader)
+
+    def training_device(self, loader: Loader) -> Device:
+        """The strongest device evidence of this module and of the modules that train with `loader`."""
+        return self.training.training_device(loader)
+
+    def runs_under_main_guard(self, loader: Loader) -> bool:
+        return self.training.runs_under_main_guard(loader)
+
+    @cached_property
+    def hf_training_arguments(self) -> list[Loader]:
+        """Hugging Face `TrainingArguments(...)`: the `dataloader_*` options of the Trainer's loader."""
+        return frameworks.training_arguments(self.source)
+
+    @property
+    def datasets(self) -> DatasetAnalysis:
+        return self.source.analysis(DatasetAnalysis)
+
+    def dataset_kind(self, loader: Loader) -> DatasetKind:
+        return self.datasets.kind(loader)
+
+    def unpicklable(self, loader: Loader) -> list[Unpicklable]:
+        """What worker processes started by spawn/forkserver could not pickle (dataset, collate_fn, ...)."""
+        return self.datasets.unpicklable(loader)
+
+    def samples_on_cpu(self, loader: Loader) -> bool | None:
+        """True: the dataset's class never moves samples to a device; False: it does; None: unknown."""
+        return self.datasets.samples_on_cpu(loader)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from torchlint.facts.module import ModuleFacts
-from torchlint.facts.torch.training import batch_moves
+from torchlint.facts import ModuleFacts
 
 
 def describe(facts: ModuleFacts) -> str:
@@ -19,16 +18,16 @@ def describe(facts: ModuleFacts) -> str:
     if facts.frameworks:
         out.append(f"frameworks: {', '.join(sorted(facts.frameworks))}")
     out.append("training loops:")
-    for loop in facts.training.training_loops:
+    for loop in facts.training_loops:
         function = loop.function.name if loop.function else "<module>"
         epoch = ", inside an epoch loop" if loop.parent is not None else ""
         out.append(f"  line {line(loop.node)} in {function}{epoch}")
-        for move in batch_moves(facts, loop):
+        for move in facts.batch_moves(loop):
             blocking = move.non_blocking.describe() if move.non_blocking else "not passed"
             out.append(
                 f"    line {line(move.call)}: batch moved to {move.device.label}, non_blocking {blocking}"
             )
-    if not facts.training.training_loops:
+    if not facts.training_loops:
         out.append("  (none)")
     out.append("loaders:")
     for loader in facts.loaders:
@@ -37,8 +36,8 @@ def describe(facts: ModuleFacts) -> str:
         )
         for name, option in sorted(loader.options.items()):
             out.append(f"    {name} = {option.describe()}")
-        out.append(f"    dataset kind: {facts.datasets.kind(loader).value}")
-        for problem in facts.datasets.unpicklable(loader):
+        out.append(f"    dataset kind: {facts.dataset_kind(loader).value}")
+        for problem in facts.unpicklable(loader):
             out.append(f"    does not pickle: {problem.what} is {problem.why}")
         uses = facts.loader_uses(loader)
         for use in uses:

@@ -1,15 +1,14 @@
 """Applying fixes to a source text: pure, so the CLI, `--diff`, the LSP and the verifier share it.
 
 `apply` takes the fixes in order of position and keeps each one whose edits do not overlap those already
-kept; the rest are returned as skipped (a later pass, after re-checking, may apply them). Shared edits
-(`Edit.key`) are applied once; an edit with a quorum only when enough of the kept fixes carry it, and edits
-that remove imports are merged per statement, so that two names leaving one `from ... import` line do not
-collide.
+kept; the rest are returned as skipped (a later pass, after re-checking, may apply them). Then the import
+intents of the kept fixes are resolved: each needed module (`AddImport`) is added once, and an imported
+name whose every use a kept fix rewrote (`DropImportIfUnused`) leaves its statement; names leaving one
+`from ... import` line are removed together, so that they do not collide.
 
-A fix is kept whole or not at all: the shared edits it needs (the `import torch` its rewrite relies on) are
-checked for overlaps with it, so a fix is never counted as applied while the import it needs was dropped.
-Only the quorum edits (removing an import once every use was rewritten) are optional: leaving an import that
-is no longer used never breaks the code.
+A fix is kept whole or not at all: the imports it needs are checked for overlaps with it and with the kept
+edits, so a fix is never counted as applied while the import it needs was dropped. Only the removals are
+optional: leaving an import that is no longer used never breaks the code.
 
 Nothing here reads or writes files; `unified_diff` renders what `--diff` prints.
 """
@@ -20,8 +19,8 @@ import difflib
 from collections import defaultdict
 from dataclasses import dataclass
 
-from torchlint.diagnostics import Edit, Fix
 from torchlint.fix.imports import remove_bound_names
+from torchlint.fix.model import DropImportIfUnused, Edit, Fix
 
 
 @dataclass(frozen=True)
@@ -31,18 +30,26 @@ class Applied:
     skipped: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class _Placed:
+    """An edit about to be applied; `module` set for an added import line (shared, ordered by module)."""
+
+    edit: Edit
+    module: str | None = None
+
+
 def apply(text: str, fixes: list[Fix]) -> Applied:
     order = sorted(range(len(fixes)), key=lambda i: _first_offset(fixes[i]))
-    kept_edits: list[Edit] = []  # the kept fixes' own edits
-    kept_needed: dict[str, Edit] = {}  # shared edits the kept fixes need (imports to add), once per key
+    kept: list[_Placed] = []  # the kept fixes' own edits
+    imports: dict[str, _Placed] = {}  # the imports the kept fixes need, once per module
     applied: list[int] = []
     skipped: list[int] = []
-    optional: dict[str, list[Edit]] = defaultdict(list)  # quorum edits, by key, one per kept fix
+    drops: dict[tuple[int, int, str], list[DropImportIfUnused]] = defaultdict(list)
     for index in order:
-        edits = fixes[index].edits
-        own = [e for e in edits if e.key is None]
-        needed = {e.key: e for e in edits if _is_needed(e) and e.key not in kept_needed}
-        taken = [*kept_edits, *kept_needed.values()]
+        fix = fixes[index]
+        own = [_Placed(edit) for edit in fix.edits]
+        needed = {i.module: _Placed(i.edit(), i.module) for i in fix.imports if i.module not in imports}
+        taken = [*kept, *imports.values()]
         if (
             any(_overlaps(a, b) for i, a in enumerate(own) for b in own[i + 1 :])
             or any(_overlaps(e, k) for e in own for k in taken)
@@ -50,37 +57,26 @@ def apply(text: str, fixes: list[Fix]) -> Applied:
         ):
             skipped.append(index)
             continue
-        kept_edits.extend(own)
-        kept_needed.update(needed)  # type: ignore[arg-type]
+        kept.extend(own)
+        imports.update(needed)
         applied.append(index)
-        for edit in edits:
-            if edit.key is not None and not _is_needed(edit):
-                optional[edit.key].append(edit)
-    kept_edits.extend(kept_needed.values())
+        for drop in fix.drops:
+            drops[(drop.start, drop.end, drop.name)].append(drop)
+    kept.extend(imports.values())
 
-    drops: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for key, carried in optional.items():
-        edit = carried[0]
-        if len(carried) < edit.quorum:
-            continue
-        if key.startswith("drop:"):
-            drops[(edit.start, edit.end)].add(key.split(":", 2)[2])
-        elif not any(_overlaps(edit, k) for k in kept_edits):
-            kept_edits.append(edit)
-    for (start, end), names in sorted(drops.items()):
-        edit = Edit(start, end, remove_bound_names(text[start:end], names))
-        if not any(_overlaps(edit, k) for k in kept_edits):
-            kept_edits.append(edit)
+    leaving: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for (start, end, name), carried in drops.items():
+        if len(carried) >= carried[0].uses:
+            leaving[(start, end)].add(name)
+    for (start, end), names in sorted(leaving.items()):
+        removal = _Placed(Edit(start, end, remove_bound_names(text[start:end], names)))
+        if not any(_overlaps(removal, k) for k in kept):
+            kept.append(removal)
 
-    return Applied(_render(text, kept_edits), tuple(sorted(applied)), tuple(sorted(skipped)))
+    return Applied(_render(text, kept), tuple(sorted(applied)), tuple(sorted(skipped)))
 
 
-def _is_needed(edit: Edit) -> bool:
-    """A shared edit its fix cannot do without (adding an import), as opposed to an optional clean-up."""
-    return edit.key is not None and edit.quorum <= 1 and not edit.key.startswith("drop:")
-
-
-def _render(text: str, edits: list[Edit]) -> str:
+def _render(text: str, edits: list[_Placed]) -> str:
     """The text with non-overlapping edits applied, in one pass.
 
     At one offset, insertions come before a replacement that starts there, and shared insertions (import
@@ -88,7 +84,10 @@ def _render(text: str, edits: list[Edit]) -> str:
     """
     pieces: list[str] = []
     position = 0
-    for edit in sorted(edits, key=lambda e: (e.start, e.end != e.start, e.end, e.key or "")):
+    ordered = sorted(
+        edits, key=lambda p: (p.edit.start, p.edit.end != p.edit.start, p.edit.end, p.module or "")
+    )
+    for edit in (placed.edit for placed in ordered):
         pieces.append(text[position : edit.start])
         pieces.append(edit.content)
         position = edit.end
@@ -97,20 +96,21 @@ def _render(text: str, edits: list[Edit]) -> str:
 
 
 def _first_offset(fix: Fix) -> int:
-    return min((e.start for e in fix.edits if e.key is None), default=0)
+    return min((e.start for e in fix.edits), default=0)
 
 
-def _overlaps(a: Edit, b: Edit) -> bool:
+def _overlaps(first: _Placed, second: _Placed) -> bool:
     """Whether two edits cannot both be applied: they share text, or both insert at one point.
 
     Two insertions at one point conflict (their order would be a guess) unless both are shared insertions
     (whole import lines, ordered by key). An insertion conflicts with a replacement only strictly inside it.
     """
+    a, b = first.edit, second.edit
     if a.start == a.end and b.start == b.end:
         if a.start != b.start:
             return False
-        if a.key is not None and b.key is not None:
-            return a.key == b.key and a.content != b.content
+        if first.module is not None and second.module is not None:
+            return first.module == second.module and a.content != b.content
         return True
     if a.start == a.end or b.start == b.end:
         point, other = (a, b) if a.start == a.end else (b, a)

@@ -1,53 +1,190 @@
-"""Turning LibCST-level changes into the minimal text edits a `Fix` carries.
+"""Building fixes: what rules ask for ("set `pin_memory=True` on this loader", "this call becomes that
+API"), turned into the minimal text edits and import intents a `Fix` carries.
 
-Rules think in nodes ("this call becomes that call"); the fixer, `--diff` and the LSP think in text. Keeping
-edits minimal (common prefix and suffix trimmed) keeps comments and formatting next to the change intact and
-lets independent fixes on one line coexist.
+Rules decide and never touch the syntax tree; the builders here do, through LibCST, so that comments and
+formatting survive: each replacement is rendered within its top-level statement and trimmed to the
+smallest text edit (common prefix and suffix), which also lets independent fixes on one line coexist.
+Every builder returns None (or raises nothing) when the change cannot be expressed safely: the rule then
+reports the finding without a fix.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.diagnostics import Edit
+from torchlint.fix.model import AddImport, DropImportIfUnused, Edit
 
 if TYPE_CHECKING:
-    from torchlint.facts import Binding, ModuleFacts
+    from torchlint.facts.syntax.calls import CallArguments
+    from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.syntax.names import Binding, Scope
 
 
 class EditError(Exception):
     """A replacement could not be mapped onto the source text; the rule then offers no fix."""
 
 
-def replace_node(facts: ModuleFacts, old: cst.CSTNode, new: cst.CSTNode) -> Edit:
-    """The text edit that turns `old` into `new`.
+# -- what rules ask for -------------------------------------------------------------------------------------
+
+
+def set_keyword(source: SourceModule, arguments: CallArguments, name: str, value: str) -> Edit | None:
+    """`name=value` for a call: in the keyword or `**` dict entry that sets it now, else as a new keyword
+    after the call's last argument (only when the call surely lacks it). None when neither is possible (set
+    positionally, or somewhere the reading could not follow)."""
+    new_value = cst.parse_expression(value)
+    argument = arguments.get(name)
+    try:
+        if argument is not None and argument.is_keyword:
+            return replace_node(source, argument.node.value, new_value)  # type: ignore[union-attr]
+        if argument is not None and isinstance(argument.node, cst.DictElement):
+            return replace_node(source, argument.node.value, new_value)
+        if argument is None and arguments.complete:
+            return replace_node(source, arguments.call, _with_argument(arguments.call, name, new_value))
+    except EditError:
+        return None
+    return None
+
+
+def add_keyword(source: SourceModule, call: cst.Call, name: str, value: str) -> Edit | None:
+    """`name=value` added to (or replacing an existing `name=` of) a call written in the code."""
+    try:
+        return replace_node(source, call, _with_argument(call, name, cst.parse_expression(value)))
+    except EditError:
+        return None
+
+
+def replace_expression(source: SourceModule, node: cst.CSTNode, code: str) -> Edit | None:
+    """`node` becomes the expression `code` (an annotation, a decorator, a callee)."""
+    try:
+        return replace_node(source, node, cst.parse_expression(code))
+    except EditError:
+        return None
+
+
+def call_with_first_argument(
+    source: SourceModule, call: cst.Call, callee: str, first: str, positional: Sequence[str] | None
+) -> Edit | None:
+    """`old(a, b=1)` becomes `callee(first, ...)`, every argument keeping its meaning: with `positional`
+    (the old signature's positional parameters, when the new one orders them differently) positional
+    arguments become keywords. None when that cannot be known (`*args`, more positional arguments than
+    the old signature has)."""
+    args = list(call.args)
+    if positional is not None:
+        converted = []
+        for index, arg in enumerate(args):
+            if arg.star == "*":
+                return None
+            if arg.keyword is None and not arg.star:
+                if index >= len(positional):
+                    return None
+                arg = _keyword_argument(positional[index], arg.value).with_changes(comma=arg.comma)
+            converted.append(arg)
+        args = converted
+    new_args = _insert_argument(call, args, 0, cst.Arg(cst.parse_expression(first)))
+    return _replace_call(source, call, callee, new_args)
+
+
+def call_with_keyword_after_positional(
+    source: SourceModule, call: cst.Call, callee: str, name: str, value: str
+) -> Edit | None:
+    """`old(a, x=1)` becomes `callee(a, name=value, x=1)`; None with `*args` (where it goes is unknown)."""
+    args = list(call.args)
+    if any(arg.star == "*" for arg in args):
+        return None
+    at = len([arg for arg in args if arg.keyword is None and not arg.star])
+    new_args = _insert_argument(call, args, at, _keyword_argument(name, cst.parse_expression(value)))
+    return _replace_call(source, call, callee, new_args)
+
+
+def call_of(source: SourceModule, node: cst.CSTNode, callee: str, name: str, value: str) -> Edit | None:
+    """A bare reference (`@old_decorator`) becomes a call `callee(name=value)`."""
+    new = cst.Call(cst.parse_expression(callee), args=[_keyword_argument(name, cst.parse_expression(value))])
+    try:
+        return replace_node(source, node, new)
+    except EditError:
+        return None
+
+
+def _replace_call(source: SourceModule, call: cst.Call, callee: str, args: list[cst.Arg]) -> Edit | None:
+    try:
+        return replace_node(source, call, call.with_changes(func=cst.parse_expression(callee), args=args))
+    except EditError:
+        return None
+
+
+# -- imports ------------------------------------------------------------------------------------------------
+
+
+def name_module(source: SourceModule, module: str, scope: Scope) -> tuple[str, tuple[AddImport, ...]] | None:
+    """How a fix can name `module` where it edits: the file's own alias (`T` after `import torch as T`), or
+    the plain name plus the intent to import it; None when that name is taken by something else."""
+    existing = source.name_for_module(module, scope)
+    if existing is not None:
+        return existing, ()
+    if not source.name_is_free(module, scope):
+        return None
+    anchor = source.import_anchor()
+    return module, (AddImport(module, anchor, f"import {module}{source.newline}"),)
+
+
+def drop_import_if_unused(source: SourceModule, binding: Binding) -> DropImportIfUnused | None:
+    """The intent to remove the import that bound `binding` once every one of its uses has been rewritten.
+
+    None when removing it could leave a block empty, or when nobody uses it (an unused import was the
+    author's business before this fix run)."""
+    statement = binding.node
+    if binding.alias is None or not isinstance(statement, (cst.Import, cst.ImportFrom)):
+        return None
+    if source.suite_size(statement) == 1 and not _at_module_level(source, statement):
+        return None  # the only statement of a function or block (`try:`, `if`): it would be left empty
+    uses = len(source.references_of(binding))
+    if uses == 0:
+        return None
+    start, end = source.line_span(statement)
+    return DropImportIfUnused(start, end, binding.name, uses)
+
+
+def _at_module_level(source: SourceModule, statement: cst.CSTNode) -> bool:
+    """Whether `statement` is one of the module body's own statements (a module may be left empty)."""
+    return any(
+        isinstance(line, cst.SimpleStatementLine) and any(small is statement for small in line.body)
+        for line in source.module.body
+    )
+
+
+# -- nodes to text ------------------------------------------------------------------------------------------
+
+
+def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit:
+    """The text edit that turns `old` into `new` (EditError when it cannot be mapped onto the text).
 
     Rendered within the enclosing top-level statement, because a nested node rendered alone loses the
     indentation of its block (multi-line calls would come out flush left).
     """
-    statement = facts.top_level_statement(old)
-    start = facts.statement_start(statement)
-    before = _body_code(facts, statement)
-    after = _body_code(facts, statement.deep_replace(old, new))
-    if facts.text[start : start + len(before)] != before:
+    statement = source.top_level_statement(old)
+    start = source.statement_start(statement)
+    before = _body_code(source, statement)
+    after = _body_code(source, statement.deep_replace(old, new))
+    if source.text[start : start + len(before)] != before:
         # The last statement of a file without a final newline: LibCST renders one anyway.
-        newline = facts.newline
+        newline = source.newline
         if not (
             before.endswith(newline)
             and after.endswith(newline)
-            and facts.text[start:] == before[: -len(newline)]
+            and source.text[start:] == before[: -len(newline)]
         ):
             raise EditError(f"cannot map {type(old).__name__} onto the source text")
         before, after = before[: -len(newline)], after[: -len(newline)]
     return minimal_edit(start, before, after)
 
 
-def _body_code(facts: ModuleFacts, statement: cst.CSTNode) -> str:
+def _body_code(source: SourceModule, statement: cst.CSTNode) -> str:
     """A statement's code without the comment lines above it (they are not part of its position)."""
-    code = facts.code(statement)
+    code = source.code(statement)
     leading = getattr(statement, "leading_lines", ())
-    skip = sum(len(facts.code(line)) for line in leading)
+    skip = sum(len(source.code(line)) for line in leading)
     return code[skip:]
 
 
@@ -62,54 +199,10 @@ def minimal_edit(start: int, old: str, new: str) -> Edit:
     return Edit(start + prefix, start + len(old) - suffix, new[prefix : len(new) - suffix])
 
 
-def add_import(facts: ModuleFacts, module: str) -> Edit:
-    """`import <module>` as a line of its own after the file's import block, applied once per file."""
-    anchor = facts.import_anchor()
-    return Edit(anchor, anchor, f"import {module}{facts.newline}", key=f"import:{module}")
-
-
-def module_in_scope(facts: ModuleFacts, module: str, scope) -> tuple[str, list[Edit]] | None:
-    """How a fix can name `module` where it edits: the file's own alias (`T` after `import torch as T`), or
-    the plain name plus the edit that imports it; None when that name is taken by something else."""
-    existing = facts.name_for_module(module, scope)
-    if existing is not None:
-        return existing, []
-    if not facts.name_is_free(module, scope):
-        return None
-    return module, [add_import(facts, module)]
-
-
-def drop_import(facts: ModuleFacts, binding: Binding) -> Edit | None:
-    """Remove the import that bound `binding`, once every one of its uses has been rewritten.
-
-    The edit spans the import's whole lines; the fixer works out the text from the set of names whose uses
-    were all rewritten in the same run (several names may leave one statement). None when removing it could
-    leave a block empty or the line holds other statements.
-    """
-    statement = binding.node
-    if binding.alias is None or not isinstance(statement, (cst.Import, cst.ImportFrom)):
-        return None
-    if facts.suite_size(statement) == 1 and not _at_module_level(facts, statement):
-        return None  # the only statement of a function or block (`try:`, `if`): it would be left empty
-    uses = len(facts.references_of(binding))
-    if uses == 0:
-        return None  # an import nobody uses was the author's business before this fix run
-    start, end = facts.line_span(statement)
-    return Edit(start, end, "", key=f"drop:{start}:{binding.name}", quorum=uses)
-
-
-def _at_module_level(facts: ModuleFacts, statement: cst.CSTNode) -> bool:
-    """Whether `statement` is one of the module body's own statements (a module may be left empty)."""
-    return any(
-        isinstance(line, cst.SimpleStatementLine) and any(small is statement for small in line.body)
-        for line in facts.module.body
-    )
-
-
 # -- argument lists that look like the code around them (same line, or one argument per line) ----------
 
 
-def keyword_argument(name: str, value: cst.BaseExpression) -> cst.Arg:
+def _keyword_argument(name: str, value: cst.BaseExpression) -> cst.Arg:
     no_space = cst.SimpleWhitespace("")
     return cst.Arg(
         value,
@@ -118,7 +211,7 @@ def keyword_argument(name: str, value: cst.BaseExpression) -> cst.Arg:
     )
 
 
-def insert_argument(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.Arg) -> list[cst.Arg]:
+def _insert_argument(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.Arg) -> list[cst.Arg]:
     """Insert an argument, laid out like its neighbours (same line, or one per line)."""
     if not args:
         return [new_arg]
@@ -153,11 +246,11 @@ def _fresh_line(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParent
     return cst.SimpleWhitespace(" ")
 
 
-def with_argument(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+def _with_argument(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """`call` with `name=value` added after its last argument (or replacing an existing `name=`)."""
     args = list(call.args)
     for index, arg in enumerate(args):
         if arg.keyword is not None and arg.keyword.value == name:
             args[index] = arg.with_changes(value=value)
             return call.with_changes(args=args)
-    return call.with_changes(args=insert_argument(call, args, len(args), keyword_argument(name, value)))
+    return call.with_changes(args=_insert_argument(call, args, len(args), _keyword_argument(name, value)))

@@ -21,8 +21,8 @@ from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from torchlint.facts.module import ModuleFacts
     from torchlint.facts.syntax.collect import FunctionRecord
+    from torchlint.facts.syntax.module import SourceModule
 
 MAX_PROJECT_FILES = 5000
 ALL_FILES = Path("<every project file's imports>")
@@ -31,7 +31,7 @@ ALL_FILES = Path("<every project file's imports>")
 class Project:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self._facts: dict[Path, ModuleFacts | None] = {}
+        self._facts: dict[Path, SourceModule | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._files: list[Path] | None = None
@@ -92,7 +92,7 @@ class Project:
                 return None
             folder = folder.parent
 
-    def resolve_function(self, importer: Path, qualname: str) -> tuple[ModuleFacts, FunctionRecord] | None:
+    def resolve_function(self, importer: Path, qualname: str) -> tuple[SourceModule, FunctionRecord] | None:
         """`engine.train_one_epoch` (as imported by `importer`) -> that module-level function's facts."""
         module, _, name = qualname.rpartition(".")
         if not module or not name or module.endswith("."):
@@ -104,11 +104,11 @@ class Project:
 
     # -- other files' facts -----------------------------------------------------------------------------
 
-    def register(self, path: Path, facts: ModuleFacts) -> None:
+    def register(self, path: Path, facts: SourceModule) -> None:
         """The checked file's facts, so that other files' questions about it see the text being checked."""
         self._facts[path.resolve()] = facts
 
-    def facts_for(self, path: Path, requester: Path | None = None) -> ModuleFacts | None:
+    def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         path = path.resolve()
         if requester is not None:
             self._depends.setdefault(requester.resolve(), set()).add(path)
@@ -117,15 +117,15 @@ class Project:
             self._facts[path] = self._build(path)
         return self._facts[path]
 
-    def _build(self, path: Path) -> ModuleFacts | None:
-        from torchlint.facts.module import ModuleFacts
+    def _build(self, path: Path) -> SourceModule | None:
+        from torchlint.facts.syntax.module import SourceModule
 
         try:
             source = SourceFile.read(path)
             module = cst.parse_module(source.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
-        return ModuleFacts(_display(path), source.text, module, project=self, file=path)
+        return SourceModule(_display(path), source.text, module, project=self, file=path)
 
     # -- who imports a file -----------------------------------------------------------------------------
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from torchlint.diagnostics import Diagnostic, Edit, LineIndex
-from torchlint.fix.imports import remove_bound_names
+from torchlint.diagnostics import Diagnostic, LineIndex
 
 
 def _location(lines: LineIndex | None, offset: int) -> dict[str, int]:
@@ -14,19 +13,6 @@ def _location(lines: LineIndex | None, offset: int) -> dict[str, int]:
         return {"row": 1, "column": 1}
     position = lines.position(offset)
     return {"row": position.line, "column": position.column}
-
-
-def standalone_edits(d: Diagnostic, text: str) -> list[Edit]:
-    """The edits of this one fix applied alone: a shared import removal only if this is its last use."""
-    edits = []
-    for edit in sorted(d.fix.edits if d.fix else (), key=lambda e: (e.start, e.end)):
-        if edit.key is not None and edit.key.startswith("drop:"):
-            if edit.quorum > 1:
-                continue
-            name = edit.key.split(":", 2)[2]
-            edit = Edit(edit.start, edit.end, remove_bound_names(text[edit.start : edit.end], {name}))
-        edits.append(edit)
-    return edits
 
 
 def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
@@ -41,7 +27,7 @@ def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
                     "location": _location(lines, e.start),
                     "end_location": _location(lines, e.end),
                 }
-                for e in standalone_edits(d, lines.text if lines else "")
+                for e in d.fix.standalone_edits(lines.text if lines else "")
             ],
         }
     return {

@@ -11,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from torchlint._lazy import cst
-from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
-from torchlint.facts.torch.devices import Device
-from torchlint.fix.build import EditError, module_in_scope, replace_node, with_argument
+from torchlint.diagnostics import Diagnostic, Severity
+from torchlint.facts import DatasetKind, Device
+from torchlint.fix import build
+from torchlint.fix.model import AddImport, Applicability, Fix
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
-    from torchlint.facts import ModuleFacts
-    from torchlint.facts.torch.loaders import Loader, Option
+    from torchlint.facts import Argument, Loader, ModuleFacts
 
 # Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
 # affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
@@ -28,27 +27,6 @@ WORKERS = (
     "min(8, max(1, (len({os}.sched_getaffinity(0)) "  # noqa: ISC003
     + 'if hasattr({os}, "sched_getaffinity") else {os}.cpu_count() or 1) - 1))'
 )
-
-
-def _literal(option: Option | None) -> tuple[bool, object]:
-    """(True, value) when the option is set unconditionally to a constant in the code."""
-    if option is None or option.conditional or not option.value.is_literal:
-        return False, None
-    return True, option.value.literal
-
-
-def _pinned(option: Option | None) -> bool:
-    return option is not None and option.value.is_literal and option.value.literal is True
-
-
-def _missing(loader: Loader, name: str) -> bool:
-    """Not passed at all, and every `**kwargs` could be followed (so it really is missing)."""
-    return loader.option(name) is None and loader.complete
-
-
-def _workers_zero(loader: Loader) -> bool:
-    known, value = _literal(loader.option("num_workers"))
-    return _missing(loader, "num_workers") or (known and value == 0)
 
 
 class _LoaderRule(Rule):
@@ -64,23 +42,22 @@ class _LoaderRule(Rule):
             return Device.CUDA
         return device
 
-    def set_option(self, facts: ModuleFacts, loader: Loader, name: str, value: str) -> Edit | None:
-        """Set `name=value`: in the dict entry or argument that sets it now, else as a new keyword."""
-        option = loader.option(name)
-        new_value = cst.parse_expression(value)
-        try:
-            if option is not None and isinstance(option.node, cst.Arg) and option.node.keyword is not None:
-                return replace_node(facts, option.node.value, new_value)
-            if option is not None and isinstance(option.node, cst.DictElement):
-                return replace_node(facts, option.node.value, new_value)
-            if option is None and loader.complete:
-                return replace_node(facts, loader.call, with_argument(loader.call, name, new_value))
-        except EditError:
-            return None
-        return None
+    def set_option(
+        self,
+        facts: ModuleFacts,
+        loader: Loader,
+        name: str,
+        value: str,
+        title: str,
+        safety: Applicability,
+        imports: tuple[AddImport, ...] = (),
+    ) -> Fix | None:
+        """The fix that sets `name=value`: where the loader sets it now, else as a new keyword."""
+        edit = build.set_keyword(facts.source, loader.arguments, name, value)
+        return Fix(title, safety, (edit,), imports) if edit is not None else None
 
     def finding_on_loader(self, facts: ModuleFacts, loader: Loader, message: str, fix: Fix | None):
-        return self.finding(facts, loader.call.func, message, fix)
+        return self.finding(facts, loader.callee, message, fix)
 
 
 class DataLoaderWithoutWorkers(_LoaderRule):
@@ -89,14 +66,12 @@ class DataLoaderWithoutWorkers(_LoaderRule):
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        from torchlint.facts.torch.datasets import DatasetKind  # facts load only for files that need them
-
         for loader in facts.loaders:
-            if not facts.loader_uses(loader) or not _workers_zero(loader):
+            if not facts.loader_uses(loader) or not loader.without_workers():
                 continue
             if not self.device(facts, loader).may_be_cuda:
                 continue  # on the CPU, workers compete with the training process's own threads
-            kind = facts.datasets.kind(loader)
+            kind = facts.dataset_kind(loader)
             if kind in (DatasetKind.ITERABLE, DatasetKind.TENSOR):
                 continue  # unsharded: every worker would yield every sample; in memory: nothing to overlap
             how = (
@@ -105,13 +80,13 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 else "with `num_workers=0`"
             )
             message = (
-                f"`{facts.code(loader.call.func)}` feeds training {how}: every batch is loaded in the "
+                f"`{loader.callee_text}` feeds training {how}: every batch is loaded in the "
                 "training process while the GPU waits"
             )
             yield self.finding_on_loader(facts, loader, *self._fix(facts, loader, message))
 
     def _fix(self, facts: ModuleFacts, loader: Loader, message: str) -> tuple[str, Fix | None]:
-        problems = facts.datasets.unpicklable(loader)
+        problems = facts.unpicklable(loader)
         if problems:
             problem = problems[0]
             return (
@@ -123,15 +98,14 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 f'{message} (no automatic fix: the script has no `if __name__ == "__main__":` guard, which '
                 "worker processes started by spawn or forkserver need)"
             ), None
-        os_module = module_in_scope(facts, "os", loader.scope)
+        os_module = build.name_module(facts.source, "os", loader.scope)
         if os_module is None:
             return message, None
-        edit = self.set_option(facts, loader, "num_workers", WORKERS.format(os=os_module[0]))
-        if edit is None:
-            return message, None
-        edits = [edit, *os_module[1]]
-        return message, Fix(
-            "Use one worker per available CPU but one (at most 8)", Applicability.UNSAFE, tuple(edits)
+        name, imports = os_module
+        title = "Use one worker per available CPU but one (at most 8)"
+        workers = WORKERS.format(os=name)
+        return message, self.set_option(
+            facts, loader, "num_workers", workers, title, Applicability.UNSAFE, imports
         )
 
 
@@ -144,44 +118,43 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
         for loader in facts.loaders:
             if not facts.loader_uses(loader):
                 continue
-            known, value = _literal(loader.option("pin_memory"))
-            if not (_missing(loader, "pin_memory") or (known and value is False)):
+            if not (loader.lacks("pin_memory") or loader.is_constant("pin_memory", False)):
                 continue
             device = self.device(facts, loader)
             if not device.may_be_cuda:
                 continue
-            on_cpu = facts.datasets.samples_on_cpu(loader)
+            on_cpu = facts.samples_on_cpu(loader)
             if on_cpu is False:
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
             message = (
-                f"`{facts.code(loader.call.func)}` feeds GPU training without `pin_memory=True`: every "
+                f"`{loader.callee_text}` feeds GPU training without `pin_memory=True`: every "
                 "host-to-device copy of a batch is synchronous"
             )
             yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, device, on_cpu))
         for arguments in facts.hf_training_arguments:  # the Trainer pins by default; False turns it off
-            if _literal(arguments.option("dataloader_pin_memory")) == (True, False):
+            if arguments.is_constant("dataloader_pin_memory", False):
                 message = (
                     "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device "
                     "copies of every batch are synchronous"
                 )
-                edit = self.set_option(facts, arguments, "dataloader_pin_memory", "True")
-                fix = Fix("Set `dataloader_pin_memory=True`", Applicability.UNSAFE, (edit,)) if edit else None
+                title = "Set `dataloader_pin_memory=True`"
+                fix = self.set_option(
+                    facts, arguments, "dataloader_pin_memory", "True", title, Applicability.UNSAFE
+                )
                 yield self.finding_on_loader(facts, arguments, message, fix)
 
     def _fix(self, facts: ModuleFacts, loader: Loader, device: Device, on_cpu: bool | None) -> Fix | None:
-        edits: list[Edit] = []
+        imports: tuple[AddImport, ...] = ()
         if device is Device.CUDA:
             value = "True"
         else:
-            torch = module_in_scope(facts, "torch", loader.scope)
+            torch = build.name_module(facts.source, "torch", loader.scope)
             if torch is None:
                 return None
-            value, edits = f"{torch[0]}.cuda.is_available()", torch[1]
-        edit = self.set_option(facts, loader, "pin_memory", value)
-        if edit is None:
-            return None
+            value, imports = f"{torch[0]}.cuda.is_available()", torch[1]
         applicability = Applicability.SAFE if on_cpu else Applicability.UNSAFE
-        return Fix(f"Set `pin_memory={value}`", applicability, (edit, *edits))
+        title = f"Set `pin_memory={value}`"
+        return self.set_option(facts, loader, "pin_memory", value, title, applicability, imports)
 
 
 class DataLoaderWorkersNotPersistent(_LoaderRule):
@@ -193,30 +166,26 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         for loader in facts.loaders:
             if not any(use.per_epoch for use in facts.loader_uses(loader)):
                 continue
-            if not _missing(loader, "persistent_workers"):
+            if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
             if workers is None or workers.conditional:
                 continue
-            known, value = _literal(workers)
+            known, value = workers.constant()
             if known and not (isinstance(value, int) and value > 0):
                 continue
             if not known and not workers.value.is_user_controlled:
                 continue
             message = (
-                f"`{facts.code(loader.call.func)}` is iterated every epoch with worker processes but without "
+                f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
                 "`persistent_workers=True`: every epoch starts all of its workers again"
             )
             yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
         for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
             workers = arguments.option("dataloader_num_workers")
-            if (
-                workers is None
-                or workers.conditional
-                or not _missing(arguments, "dataloader_persistent_workers")
-            ):
+            if workers is None or workers.conditional or not arguments.lacks("dataloader_persistent_workers"):
                 continue
-            known, value = _literal(workers)
+            known, value = workers.constant()
             if (known and isinstance(value, int) and value > 0) or (
                 not known and workers.value.is_user_controlled
             ):
@@ -231,7 +200,7 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         self,
         facts: ModuleFacts,
         loader: Loader,
-        workers: Option,
+        workers: Argument,
         known: bool,
         name: str = "persistent_workers",
     ) -> Fix | None:
@@ -241,10 +210,7 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             value = f"{facts.code(workers.value.node)} > 0"  # True with 0 workers raises ValueError
         else:
             return None
-        edit = self.set_option(facts, loader, name, value)
-        if edit is None:
-            return None
-        return Fix(f"Set `{name}={value}`", Applicability.UNSAFE, (edit,))
+        return self.set_option(facts, loader, name, value, f"Set `{name}={value}`", Applicability.UNSAFE)
 
 
 class DataLoaderInvalidWorkerOptions(_LoaderRule):
@@ -255,16 +221,18 @@ class DataLoaderInvalidWorkerOptions(_LoaderRule):
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         yield from self._check_loaders(facts)
         for arguments in facts.hf_training_arguments:
-            known, workers = _literal(arguments.option("dataloader_num_workers"))
-            if not (_missing(arguments, "dataloader_num_workers") or (known and workers == 0)):
+            if not (
+                arguments.lacks("dataloader_num_workers")
+                or arguments.is_constant("dataloader_num_workers", 0)
+            ):
                 continue
-            if _literal(arguments.option("dataloader_persistent_workers")) == (True, True):
+            if arguments.is_constant("dataloader_persistent_workers", True):
                 message = (
                     "`TrainingArguments` with `dataloader_persistent_workers=True` and no "
                     "`dataloader_num_workers`: the Trainer's DataLoader raises ValueError"
                 )
                 yield self.finding_on_loader(facts, arguments, message, None)
-            prefetch_known, prefetch = _literal(arguments.option("dataloader_prefetch_factor"))
+            prefetch_known, prefetch = arguments.constant("dataloader_prefetch_factor")
             if prefetch_known and prefetch is not None:
                 message = (
                     f"`TrainingArguments` with `dataloader_prefetch_factor={prefetch}` and no "
@@ -274,17 +242,17 @@ class DataLoaderInvalidWorkerOptions(_LoaderRule):
 
     def _check_loaders(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
-            callee = facts.code(loader.call.func)
-            known, workers = _literal(loader.option("num_workers"))
+            callee = loader.callee_text
+            known, workers = loader.constant("num_workers")
             if known and isinstance(workers, int) and workers < 0:
                 yield self.finding_on_loader(
                     facts, loader, f"`{callee}` with `num_workers={workers}` raises ValueError", None
                 )
                 continue
-            if not _workers_zero(loader):
+            if not loader.without_workers():
                 continue
-            _, persistent = _literal(loader.option("persistent_workers"))
-            prefetch_known, prefetch = _literal(loader.option("prefetch_factor"))
+            _, persistent = loader.constant("persistent_workers")
+            prefetch_known, prefetch = loader.constant("prefetch_factor")
             if persistent is True:
                 yield self.finding_on_loader(
                     facts,
@@ -312,9 +280,7 @@ class BlockingHostToDeviceCopy(Rule):
     needs_text = ("oader",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        from torchlint.facts.torch.training import batch_moves
-
-        for loop in facts.training.training_loops:
+        for loop in facts.training_loops:
             # Pinned on some paths (`if use_cuda: kwargs.update(pin_memory=True)`) is enough: a non-blocking
             # copy is as correct as a blocking one, and it is the one that pays off where pinning happens.
             pinned = [
@@ -322,20 +288,20 @@ class BlockingHostToDeviceCopy(Rule):
             ]
             if not pinned:
                 continue
-            for move in batch_moves(facts, loop):
-                if move.non_blocking is not None and _literal(move.non_blocking) != (True, False):
+            for move in facts.batch_moves(loop):
+                if not move.blocks:
                     continue  # non_blocking=True, or set by the user
-                method = move.call.func.attr.value  # type: ignore[attr-defined]
                 message = (
-                    f"`.{method}(...)` of a batch from a pinned loader without `non_blocking=True`: the copy "
-                    "blocks the training loop instead of overlapping with compute"
+                    f"`.{move.method}(...)` of a batch from a pinned loader without `non_blocking=True`: the "
+                    "copy blocks the training loop instead of overlapping with compute"
                 )
-                try:
-                    edit = replace_node(
-                        facts, move.call, with_argument(move.call, "non_blocking", cst.Name("True"))
-                    )
-                except EditError:
-                    yield self.finding(facts, move.call.func, message)
-                    continue
-                fix = Fix("Add `non_blocking=True`", Applicability.SAFE, (edit,))
-                yield self.finding(facts, move.call.func, message, fix)
+                edit = build.add_keyword(facts.source, move.call, "non_blocking", "True")
+                fix = (
+                    Fix("Add `non_blocking=True`", Applicability.SAFE, (edit,)) if edit is not None else None
+                )
+                yield self.finding(facts, move.callee, message, fix)
+
+
+def _pinned(option: Argument | None) -> bool:
+    """Pinned as written, also on some paths only (a value the user controls does not count)."""
+    return option is not None and option.value.is_literal and option.value.literal is True

@@ -9,21 +9,13 @@ keeps every argument's meaning.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchlint._lazy import cst
-from torchlint.diagnostics import Applicability, Diagnostic, Edit, Fix
-from torchlint.facts.syntax.names import BindingKind
-from torchlint.fix.build import (
-    EditError,
-    drop_import,
-    insert_argument,
-    keyword_argument,
-    module_in_scope,
-    replace_node,
-)
+from torchlint.diagnostics import Diagnostic
+from torchlint.fix import build
+from torchlint.fix.model import Applicability, Fix
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
@@ -101,41 +93,36 @@ class _DeprecatedAmpRule(Rule):
             call_hint = f"{target}({device}, ...)"
         message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
 
-        torch = module_in_scope(facts, "torch", ref.scope)
+        torch = build.name_module(facts.source, "torch", ref.scope)
         if torch is None:
             return message, None
-        torch_name, edits = torch
-        callee = cst.parse_expression(f"{torch_name}.amp.{new.replacement}")
-
-        replacement = self._replacement(ref, callee, new)
-        if replacement is None:
+        torch_name, imports = torch
+        callee = f"{torch_name}.amp.{new.replacement}"
+        edit = self._rewrite(facts, ref, callee, new)
+        if edit is None:
             return message + f" ({self._why_no_fix(ref)})", None
-        old_node, new_node = replacement
-        try:
-            edits.insert(0, replace_node(facts, old_node, new_node))
-        except EditError:
-            return message, None
-        drop = self._drop_deprecated_import(facts, ref)
-        if drop is not None:
-            edits.append(drop)
-        title = f"Replace with `{torch_name}.amp.{new.replacement}`"
-        return message, Fix(title, Applicability.SAFE, tuple(edits))
+        drops = ()
+        if ref.imported_from(_DEPRECATED_MODULES):
+            drop = build.drop_import_if_unused(facts.source, ref.bindings[0])
+            drops = (drop,) if drop is not None else ()
+        return message, Fix(f"Replace with `{callee}`", Applicability.SAFE, (edit,), imports, drops)
 
-    def _replacement(
-        self, ref: Reference, callee: cst.BaseExpression, new: Deprecated
-    ) -> tuple[cst.CSTNode, cst.CSTNode] | None:
-        device = cst.SimpleString(f'"{new.device}"')
+    @staticmethod
+    def _rewrite(facts: ModuleFacts, ref: Reference, callee: str, new: Deprecated):
+        device = f'"{new.device}"'
+        if ref.call is not None and new.device_keyword:
+            return build.call_with_keyword_after_positional(
+                facts.source, ref.call, callee, new.device_keyword, device
+            )
         if ref.call is not None:
-            args = _rewrite_arguments(ref.call, device, new)
-            if args is None:
-                return None
-            return ref.call, ref.call.with_changes(func=callee, args=args)
+            return build.call_with_first_argument(facts.source, ref.call, callee, device, new.old_positional)
         if ref.decorator is not None and new.device_keyword:
             # `@torch.cuda.amp.custom_fwd` becomes `@torch.amp.custom_fwd(device_type="cuda")`
-            call = cst.Call(callee, args=[keyword_argument(new.device_keyword, device)])
-            return ref.expr, call
+            return build.call_of(facts.source, ref.expr, callee, new.device_keyword, device)
         if ref.in_annotation:
-            return ref.expr, callee  # a type is a type: `torch.amp.GradScaler` is its base class
+            return build.replace_expression(
+                facts.source, ref.expr, callee
+            )  # `torch.amp.GradScaler` is its base
         return None
 
     @staticmethod
@@ -143,40 +130,6 @@ class _DeprecatedAmpRule(Rule):
         if ref.call is not None:
             return "no automatic fix: `*args` cannot be mapped onto the new signature"
         return "no automatic fix: it is referenced, not called, and the new API takes the device first"
-
-    @staticmethod
-    def _drop_deprecated_import(facts: ModuleFacts, ref: Reference) -> Edit | None:
-        """The `from torch.cuda.amp import autocast` that only served the rewritten uses goes with them."""
-        bindings = ref.bindings
-        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT:
-            return None
-        qualname = bindings[0].qualname or ""
-        if not any(qualname == m or qualname.startswith(m + ".") for m in _DEPRECATED_MODULES):
-            return None
-        return drop_import(facts, bindings[0])
-
-
-def _rewrite_arguments(call: cst.Call, device: cst.SimpleString, new: Deprecated) -> Sequence[cst.Arg] | None:
-    """The new argument list, with each argument keeping its meaning; None when that cannot be known."""
-    args = list(call.args)
-    if new.device_keyword:
-        positional = [a for a in args if a.keyword is None and not a.star]
-        at = len(positional)
-        if any(a.star == "*" for a in args):
-            return None
-        return insert_argument(call, args, at, keyword_argument(new.device_keyword, device))
-    if new.old_positional is not None:
-        converted = []
-        for index, arg in enumerate(args):
-            if arg.star == "*":
-                return None
-            if arg.keyword is None and not arg.star:
-                if index >= len(new.old_positional):
-                    return None
-                arg = keyword_argument(new.old_positional[index], arg.value).with_changes(comma=arg.comma)
-            converted.append(arg)
-        args = converted
-    return insert_argument(call, args, 0, cst.Arg(device))
 
 
 class DeprecatedAmpAutocast(_DeprecatedAmpRule):

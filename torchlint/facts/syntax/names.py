@@ -133,6 +133,14 @@ class Reference:
     def bindings(self) -> list[Binding]:
         return self.scope.lookup(self.root.value)
 
+    def imported_from(self, modules: tuple[str, ...]) -> bool:
+        """The name is bound by exactly one import, of one of `modules` or of something inside them."""
+        bindings = self.bindings
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT:
+            return False
+        qualname = bindings[0].qualname or ""
+        return any(qualname == m or qualname.startswith(m + ".") for m in modules)
+
     @property
     def qualname(self) -> str | None:
         if not self._resolved:

@@ -16,7 +16,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 
 if TYPE_CHECKING:
-    from torchlint.facts.module import ModuleFacts
+    from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 8
 
@@ -89,8 +89,8 @@ def constant_number(expr: cst.BaseExpression) -> float | None:
 class Evaluator:
     """Evaluates expressions of one module; memoises nothing (expressions are evaluated a few times each)."""
 
-    def __init__(self, facts: ModuleFacts) -> None:
-        self.facts = facts
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Value:
         ok, literal = literal_of(expr)
@@ -98,14 +98,14 @@ class Evaluator:
             return Value(Kind.LITERAL, literal, node=expr)
         if depth > MAX_DEPTH:
             return UNKNOWN
-        code = self.facts.code(expr) if not isinstance(expr, cst.Name) else expr.value
+        code = self.source.code(expr) if not isinstance(expr, cst.Name) else expr.value
         if isinstance(expr, cst.Name):
             return self._name(expr, scope, depth)
         if isinstance(expr, cst.Attribute):
             return self._attribute(expr, scope, depth, code)
         if isinstance(expr, cst.Subscript):
             root = _root_name(expr)
-            if root is not None and self.facts.qualname(expr.value, scope) == "os.environ":
+            if root is not None and self.source.qualname(expr.value, scope) == "os.environ":
                 return Value(Kind.USER, origin=f"`{code}` (environment)", node=expr)
             if root is not None and not self._is_module(root, scope):
                 return Value(Kind.USER, origin=f"`{code}`", node=expr)
@@ -143,19 +143,18 @@ class Evaluator:
         if root is None or self._is_module(root, scope):
             return UNKNOWN  # a module attribute (torch.float16, os.sep): not configuration
         if isinstance(expr.value, cst.Name):
-            owner = self.facts.class_of_method_scope(scope)
-            if owner is not None and expr.value.value == owner[1]:  # self.attr
-                assigned = owner[0].attributes.get(expr.attr.value, [])
-                values = {self.value(v, s, depth + 1) for v, s in assigned}
+            if self.source.is_self_attribute(expr, scope):
+                assigned = self.source.assignments(expr, scope) or []
+                values = {self.value(a.value, a.scope, depth + 1) for a in assigned}
                 if len(values) == 1:
                     return values.pop()
                 if any(v.is_user_controlled for v in values) or not values:
                     return Value(Kind.USER, origin=f"`{code}`", node=expr)
                 return Value(Kind.COMPUTED, origin=f"`{code}`", node=expr)
-            option = self.facts.argparse_option(expr.attr.value)
+            option = self.source.argparse_option(expr.attr.value)
             if option is not None and self._from_parse_args(expr.value, scope):
                 return Value(Kind.USER, origin=f"`{code}` ({option})", node=expr)
-        option = self.facts.argparse_option(expr.attr.value) if isinstance(expr.value, cst.Name) else None
+        option = self.source.argparse_option(expr.attr.value) if isinstance(expr.value, cst.Name) else None
         suffix = f" ({option})" if option else ""
         return Value(Kind.USER, origin=f"`{code}`{suffix}", node=expr)
 
@@ -170,7 +169,7 @@ class Evaluator:
         return False
 
     def _call(self, expr: cst.Call, scope: Scope, depth: int, code: str) -> Value:
-        callee = self.facts.qualname(expr.func, scope) or dotted(expr.func) or ""
+        callee = self.source.qualname(expr.func, scope) or dotted(expr.func) or ""
         if callee in _ENV or callee.startswith("os.environ"):
             return Value(Kind.USER, origin=f"`{code}` (environment)", node=expr)
         if callee in _PASSTHROUGH and len(expr.args) == 1:

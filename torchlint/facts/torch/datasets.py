@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.collect import ClassRecord
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
+from torchlint.facts.torch.devices import DeviceAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.facts.module import ModuleFacts
+    from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.torch.loaders import Loader
 
 _ITERABLE = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"}
@@ -42,51 +43,44 @@ class Unpicklable:
 
 
 class DatasetAnalysis:
-    def __init__(self, facts: ModuleFacts) -> None:
-        self.facts = facts
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
 
     def kind(self, loader: Loader) -> DatasetKind:
-        option = loader.option("dataset")
-        if option is None or not isinstance(option.node, cst.Arg):
-            return DatasetKind.UNKNOWN
-        return self.kind_of(option.node.value, loader.scope)
+        dataset = _dataset(loader)
+        return self.kind_of(dataset, loader.scope) if dataset is not None else DatasetKind.UNKNOWN
 
     def kind_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
         if depth > 6:
             return DatasetKind.UNKNOWN
-        if isinstance(expr, cst.Name):
-            bindings = [
-                b for b in scope.lookup(expr.value) if b.kind is BindingKind.ASSIGN and b.value is not None
-            ]
-            kinds = {self.kind_of(b.value, b.scope, depth + 1) for b in bindings if b.index is None}  # type: ignore[arg-type]
+        if isinstance(expr, (cst.Name, cst.Attribute)):  # a variable, `self.train_set`
+            kinds = {
+                self.kind_of(a.value, a.scope, depth + 1)
+                for a in self.source.assigned_values(expr, scope)
+                if a.index is None
+            }
             return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
-        if isinstance(expr, cst.Attribute):  # self.train_set
-            owner = self.facts.class_of_method_scope(scope)
-            if owner is not None and isinstance(expr.value, cst.Name) and expr.value.value == owner[1]:
-                values = owner[0].attributes.get(expr.attr.value, [])
-                kinds = {self.kind_of(v, s, depth + 1) for v, s in values}
-                return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
-            return DatasetKind.UNKNOWN
         if not isinstance(expr, cst.Call):
             return DatasetKind.UNKNOWN
         return self.class_kind(expr.func, scope, depth)
 
     def class_kind(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
-        qualname = self.facts.qualname(func, scope) or ""
+        qualname = self.source.qualname(func, scope) or ""
         if qualname in _TENSOR:
             return DatasetKind.TENSOR
         if qualname in _ITERABLE:
             return DatasetKind.ITERABLE
         if qualname in _MAP or qualname.startswith(_MAP_LIBRARIES):
             return DatasetKind.MAP
-        found = self.facts.resolve_class(func, scope)
+        found = self.source.resolve_class(func, scope)
         if found is None or depth > 6:
             return DatasetKind.UNKNOWN
-        facts, cls = found
+        home, cls = found
+        analysis = home.analysis(DatasetAnalysis)
         for base in cls.node.bases:
-            kind = facts.datasets.class_kind(base.value, cls.scope, depth + 1)
+            kind = analysis.class_kind(base.value, cls.scope, depth + 1)
             if kind is DatasetKind.ITERABLE:
-                return DatasetKind.ITERABLE_SHARDED if facts.datasets._shards(cls) else kind
+                return DatasetKind.ITERABLE_SHARDED if analysis._shards(cls) else kind
             if kind is not DatasetKind.UNKNOWN:
                 return kind
         if "__getitem__" in cls.methods:
@@ -97,7 +91,7 @@ class DatasetAnalysis:
         """Does the class consult `get_worker_info()` (in `__iter__` or anything it calls)?"""
         for method in cls.methods.values():
             for call in method.calls:
-                name = self.facts.qualname(call.node.func, call.scope) or self.facts.code(call.node.func)
+                name = self.source.qualname(call.node.func, call.scope) or self.source.code(call.node.func)
                 if name.endswith("get_worker_info"):
                     return True
         return False
@@ -105,27 +99,24 @@ class DatasetAnalysis:
     def samples_on_cpu(self, loader: Loader) -> bool | None:
         """True when the dataset's class is known and never moves samples to a device (pinning is safe);
         False when it does (`.cuda()`/`.to(device)` in its methods: pinning would raise); None: unknown."""
-        option = loader.option("dataset")
-        if option is None or not isinstance(option.node, cst.Arg):
-            return None
-        return self._class_on_cpu(option.node.value, loader.scope)
+        dataset = _dataset(loader)
+        return self._class_on_cpu(dataset, loader.scope) if dataset is not None else None
 
     def _class_on_cpu(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool | None:
         if depth > 4:
             return None
         if isinstance(expr, cst.Name):
-            values = [
-                b for b in scope.lookup(expr.value) if b.kind is BindingKind.ASSIGN and b.value is not None
-            ]
+            values = self.source.assigned_values(expr, scope)
             if len(values) == 1 and values[0].index is None:
-                return self._class_on_cpu(values[0].value, values[0].scope, depth + 1)  # type: ignore[arg-type]
+                return self._class_on_cpu(values[0].value, values[0].scope, depth + 1)
             return None
         if not isinstance(expr, cst.Call):
             return None
-        found = self.facts.resolve_class(expr.func, scope)
+        found = self.source.resolve_class(expr.func, scope)
         if found is None:
             return None
-        facts, cls = found
+        home, cls = found
+        devices = home.analysis(DeviceAnalysis)
         for method in cls.methods.values():
             for call in method.calls:
                 func = call.node.func
@@ -135,9 +126,9 @@ class DatasetAnalysis:
                     return False
                 if func.attr.value == "to" and call.node.args:
                     target = call.node.args[0].value
-                    if facts.devices.device_of(target, call.scope).may_be_cuda:
+                    if devices.device_of(target, call.scope).may_be_cuda:
                         return False
-                    if "device" in facts.code(target).lower():
+                    if "device" in home.code(target).lower():
                         return False
         return True
 
@@ -147,9 +138,10 @@ class DatasetAnalysis:
         found = []
         for name in ("dataset", "collate_fn", "worker_init_fn", "sampler", "batch_sampler"):
             option = loader.option(name)
-            if option is None or not isinstance(option.node, cst.Arg):
+            passed = option.expression if option is not None else None
+            if passed is None:
                 continue
-            why = self._why_unpicklable(option.node.value, loader.scope)
+            why = self._why_unpicklable(passed, loader.scope)
             if why:
                 found.append(Unpicklable(name, why))
         return found
@@ -160,10 +152,10 @@ class DatasetAnalysis:
         if depth > 4:
             return None
         if isinstance(expr, cst.Call):
-            callee = self.facts.qualname(expr.func, scope) or ""
+            callee = self.source.qualname(expr.func, scope) or ""
             if callee == "functools.partial" and expr.args:
                 return self._why_unpicklable(expr.args[0].value, scope, depth + 1)
-            local = self.facts.local_class(expr.func, scope)
+            local = self.source.local_class(expr.func, scope)
             if local is not None and local.scope.kind is ScopeKind.FUNCTION:
                 return f"`{local.name}` is a class defined inside a function"
             return None
@@ -176,3 +168,9 @@ class DatasetAnalysis:
                     if why:
                         return why
         return None
+
+
+def _dataset(loader: Loader) -> cst.BaseExpression | None:
+    """The dataset expression passed in the loader call itself (not through a `**` dict)."""
+    option = loader.option("dataset")
+    return option.expression if option is not None else None

@@ -14,17 +14,22 @@ the loop count too: a `train_dataloader()` method (Lightning) and `trainer.fit(m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
 from torchlint.facts.syntax.names import BindingKind, Scope
-from torchlint.facts.torch.devices import Device
-from torchlint.facts.torch.loaders import Loader, Option, call_options
+from torchlint.facts.torch import frameworks
+from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.evidence import Device
+from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.facts.module import ModuleFacts
+    from torchlint.facts.syntax.module import SourceModule
 
 BACKWARD = "backward"
 STEP = "step"
@@ -47,7 +52,7 @@ class LoaderUse:
     """A loader iterated for training: where, in which module, and whether once per epoch."""
 
     where: cst.CSTNode  # the training loop, the call that leads to it, or the framework hook
-    module: ModuleFacts = field(compare=False)  # the module that holds `where`
+    module: SourceModule = field(compare=False)  # the module that holds `where`
     per_epoch: bool
     how: str  # for people: "a training loop", "`train_one_epoch(...)` in engine.py"
 
@@ -75,8 +80,9 @@ Source = Loader | ParamSource | ExternalSource
 
 
 class TrainingAnalysis:
-    def __init__(self, facts: ModuleFacts) -> None:
-        self.facts = facts
+    def __init__(self, source: SourceModule) -> None:
+        self.facts = source
+        self.loaders = source.analysis(LoaderAnalysis)
         self._events: dict[int, frozenset[str]] = {}
         self._has_loop: dict[int, bool] = {}
         self._training: list[LoopRecord] | None = None
@@ -95,8 +101,8 @@ class TrainingAnalysis:
         if depth < MAX_DEPTH:
             target = self.facts.callee(call)
             if target is not None:
-                facts, function = target
-                events |= facts.training.function_events(function, depth + 1)
+                home, function = target
+                events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
             elif self._hands_over_loss_and_optimizer(call):
                 events |= {BACKWARD, STEP}
         return frozenset(events)
@@ -135,7 +141,9 @@ class TrainingAnalysis:
             if not found and depth < MAX_DEPTH:
                 for call in function.calls:
                     target = self.facts.callee(call)
-                    if target is not None and target[0].training.has_training_loop(target[1], depth + 1):
+                    if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(
+                        target[1], depth + 1
+                    ):
                         found = True
                         break
             self._has_loop[key] = found
@@ -148,7 +156,7 @@ class TrainingAnalysis:
             return False
         for call in loop.all_calls():
             target = self.facts.callee(call)
-            if target is not None and target[0].training.has_training_loop(target[1]):
+            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
                 return False  # this loop runs epochs of a training loop elsewhere
         return True
 
@@ -208,7 +216,7 @@ class TrainingAnalysis:
                 self.sources(elements[index].value, scope, None, depth + 1) if index < len(elements) else []
             )
         if isinstance(expr, cst.Call):
-            loader = facts.loader_at(expr)
+            loader = self.loaders.loader_at(expr)
             if loader is not None:
                 return [loader]
             target = facts.callee_of_call(expr, scope)
@@ -237,14 +245,14 @@ class TrainingAnalysis:
                     function = facts.function_of_scope(binding.scope)
                     if function is not None:
                         found.append(ParamSource(function, expr.value))
-                elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
-                    found += self.sources(binding.value, binding.scope, binding.index, depth + 1)
+            for assignment in facts.assigned_values(expr, scope):
+                found += self.sources(assignment.value, assignment.scope, assignment.index, depth + 1)
             return found
         if isinstance(
             expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp)
         ):  # {x: DataLoader(...) for x in ...}
             element = expr.value if isinstance(expr, cst.DictComp) else expr.elt
-            loader = facts.loader_at(element) if isinstance(element, cst.Call) else None
+            loader = self.loaders.loader_at(element) if isinstance(element, cst.Call) else None
             return [loader] if loader is not None else []
         if isinstance(expr, cst.Dict):
             found = []
@@ -254,13 +262,11 @@ class TrainingAnalysis:
             return found
         if isinstance(expr, cst.Subscript):  # loaders["train"], dataloaders[phase]
             return self.sources(expr.value, scope, None, depth + 1)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            owner = facts.class_of_method_scope(scope)
-            if owner is not None and expr.value.value == owner[1]:
-                found = []
-                for value, value_scope in owner[0].attributes.get(expr.attr.value, []):
-                    found += self.sources(value, value_scope, None, depth + 1)
-                return found
+        if facts.is_self_attribute(expr, scope):  # self.train_loader
+            found = []
+            for assignment in facts.assigned_values(expr, scope):
+                found += self.sources(assignment.value, assignment.scope, None, depth + 1)
+            return found
         return []
 
     # -- the answers rules need -------------------------------------------------------------------------
@@ -295,28 +301,20 @@ class TrainingAnalysis:
             if target is None or target[0] is facts:
                 continue
             other, function = target
-            for name, per_epoch_inside in other.training.param_uses(function).items():
+            for name, per_epoch_inside in other.analysis(TrainingAnalysis).param_uses(function).items():
                 argument = argument_for(call.node, function, name)
                 if argument is not None:
                     per_epoch = per_epoch_inside or call.loop is not None
                     how = f"`{function.name}(...)` in {other.path}"
                     for found, outer in self.trace(self.sources(argument, call.scope), per_epoch):
                         yield found, outer, call.node, how
-        for function in facts.functions:  # Lightning: the framework iterates it every epoch
-            if function.owner is not None and function.name == "train_dataloader":
-                for returned in function.returns:
-                    for found, _ in self.trace(self.sources(returned, function.scope), True):
-                        yield found, True, function.node, "Lightning `train_dataloader()`"
-        for call in facts.calls:  # trainer.fit(model, train_loader)
-            func = call.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2:
-                for position, arg in enumerate(call.node.args[1:]):
-                    keyword = (
-                        arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
-                    )
-                    if keyword in ("train_dataloaders", "train_dataloader"):
-                        for found, _ in self.trace(self.sources(arg.value, call.scope), True):
-                            yield found, True, call.node, "`trainer.fit(...)`"
+        for function in frameworks.lightning_train_dataloaders(facts):  # iterated every epoch
+            for returned in function.returns:
+                for found, _ in self.trace(self.sources(returned, function.scope), True):
+                    yield found, True, function.node, "Lightning `train_dataloader()`"
+        for call, loader in frameworks.fit_loaders(facts):
+            for found, _ in self.trace(self.sources(loader, call.scope), True):
+                yield found, True, call.node, "`trainer.fit(...)`"
 
     def param_uses(self, function: FunctionRecord) -> dict[str, bool]:
         """Parameters of `function` iterated for training (in it or below it): name -> per epoch."""
@@ -326,7 +324,7 @@ class TrainingAnalysis:
                 uses[source.name] = uses.get(source.name, False) or per_epoch
         return uses
 
-    def loader_uses(self) -> dict[int, list[LoaderUse]]:
+    def _all_loader_uses(self) -> dict[int, list[LoaderUse]]:
         """Every loader of this module that feeds training, keyed by the id of its call."""
         uses: dict[int, list[LoaderUse]] = {}
         seen: dict[tuple[int, int], int] = {}  # one use per (loader, place), however many paths lead there
@@ -343,7 +341,7 @@ class TrainingAnalysis:
                 continue
             seen[key] = len(found)
             found.append(LoaderUse(where, self.facts, per_epoch, how))
-        for loader_call_id, external_uses in self.facts.uses_from_importers().items():
+        for loader_call_id, external_uses in self._uses_from_importers().items():
             uses.setdefault(loader_call_id, []).extend(external_uses)
         return uses
 
@@ -355,82 +353,84 @@ class TrainingAnalysis:
             if isinstance(source, ExternalSource)
         ]
 
+    # -- the answers about one loader -------------------------------------------------------------------
+
+    @cached_property
+    def _loader_uses(self) -> dict[int, list[LoaderUse]]:
+        uses = self._all_loader_uses()
+        by_call = {id(loader.call): loader for loader in self.loaders.loaders}
+        for key, found in uses.items():
+            loader = by_call.get(key)
+            if loader is not None and self.loaders.has_endless_epochs(loader):
+                # Its iterator is never exhausted, so however the loop re-creates it, that code never runs.
+                uses[key] = [replace(use, per_epoch=False) for use in found]
+        return uses
+
+    def loader_uses(self, loader: Loader) -> list[LoaderUse]:
+        """Where `loader` feeds training (empty: it does not, as far as the code shows)."""
+        return self._loader_uses.get(id(loader.call), [])
+
+    def _uses_from_importers(self) -> dict[int, list[LoaderUse]]:
+        """Loaders this module builds in a factory that another project file iterates for training."""
+        facts = self.facts
+        if facts.project is None or facts.file is None:
+            return {}
+        found: dict[int, list[LoaderUse]] = {}
+        for importer in facts.project.importers_of(facts.file):
+            other = facts.project.facts_for(importer, facts.file)
+            if other is None or other is facts:
+                continue
+            for source, use in other.analysis(TrainingAnalysis).external_training_sources():
+                if source.path != str(facts.file):
+                    continue
+                function = facts.top_level_function(source.function)
+                if function is None:
+                    continue
+                for returned in function.returns:
+                    for loader in self.sources(returned, function.scope, source.index):
+                        if isinstance(loader, Loader):
+                            found.setdefault(id(loader.call), []).append(use)
+        return found
+
+    def training_device(self, loader: Loader) -> Device:
+        """The strongest device evidence of this module and of the modules that train with `loader`."""
+        modules = [self.facts, *(use.module for use in self.loader_uses(loader))]
+        return max(module.analysis(DeviceAnalysis).evidence.device for module in modules)
+
+    def runs_under_main_guard(self, loader: Loader) -> bool:
+        """Whether the script that builds or trains with `loader` guards its entry point."""
+        return self.facts.has_main_guard or any(use.module.has_main_guard for use in self.loader_uses(loader))
+
+    def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
+        """The loaders a training loop iterates: directly, through parameters, or from another file's
+        factory."""
+        found: list[Loader] = []
+        for source, _ in self.iterated(loop):
+            for traced, _ in self.trace([source], False):
+                if isinstance(traced, ExternalSource):
+                    found += [x for x in self._external_loaders(traced) if x not in found]
+                elif isinstance(traced, Loader) and traced not in found:
+                    found.append(traced)
+        return found
+
+    def _external_loaders(self, source: ExternalSource) -> list[Loader]:
+        facts = self.facts
+        if facts.project is None:
+            return []
+        other = facts.project.facts_for(Path(source.path), facts.file)
+        function = other.top_level_function(source.function) if other is not None else None
+        if other is None or function is None:
+            return []
+        analysis = other.analysis(TrainingAnalysis)
+        return [
+            loader
+            for returned in function.returns
+            for loader in analysis.sources(returned, function.scope, source.index)
+            if isinstance(loader, Loader)
+        ]
+
 
 def _descendants(loop: LoopRecord):
     for child in loop.children:
         yield child
         yield from _descendants(child)
-
-
-def argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
-    params = function.params
-    bound = function.owner is not None and bool(params) and params[0] in ("self", "cls")
-    offset = 1 if bound else 0  # `self.method(x)`, `scaler(loss)` through `__call__`
-    for position, arg in enumerate(call.args):
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-        if arg.keyword is None and not arg.star and position + offset < len(params):
-            if params[position + offset] == name:
-                return arg.value
-    return None
-
-
-@dataclass(frozen=True)
-class Move:
-    """`batch.to(device)` / `batch.cuda()` inside a training loop."""
-
-    call: cst.Call
-    device: Device
-    non_blocking: Option | None  # None: not passed
-
-
-def batch_moves(facts: ModuleFacts, loop: LoopRecord) -> list[Move]:
-    """Host-to-device copies of what the loop iterates (never `.to("cpu")`, never dtype casts)."""
-    moves = []
-    for call in loop.all_calls():
-        func = call.node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
-            continue
-        if not _from_batch(facts, func.value, call.scope, loop, 0):
-            continue
-        options, _, _ = call_options(facts, call.node, call.scope, ("device",))
-        device_option = options.get("device")
-        if func.attr.value == "cuda":
-            device = Device.CUDA
-        elif device_option is None or not isinstance(device_option.node, cst.Arg):
-            continue
-        else:
-            target = device_option.node.value
-            device = facts.devices.device_of(target, call.scope)
-            if not device.may_be_cuda and "device" not in facts.code(target).lower():
-                continue  # `.to(torch.float16)`, `.to("cpu")`, `.to(memory_format=...)`
-            if device is Device.CPU:
-                continue
-        moves.append(Move(call.node, device, options.get("non_blocking")))
-    return moves
-
-
-def _from_batch(
-    facts: ModuleFacts, expr: cst.BaseExpression, scope: Scope, loop: LoopRecord, depth: int
-) -> bool:
-    """Does `expr` come from what `loop` iterates (its target, `next(it)`, unpacking, `.items()`)?"""
-    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
-        expr = expr.func if isinstance(expr, cst.Call) else expr.value
-    if not isinstance(expr, cst.Name) or depth > 4:
-        return False
-    for binding in scope.lookup(expr.value):
-        if binding.node is loop.node:
-            return True
-        value = binding.value
-        if value is None:
-            continue
-        if isinstance(binding.node, cst.For) and any(child.node is binding.node for child in loop.children):
-            return _from_batch(facts, value, binding.scope, loop, depth + 1)  # for k, v in batch.items()
-        if binding.kind is BindingKind.ASSIGN and isinstance(value, cst.Call):
-            if facts.qualname(value.func, binding.scope) == "next":
-                return True
-        if binding.kind in (BindingKind.ASSIGN, BindingKind.OTHER) and _from_batch(
-            facts, value, binding.scope, loop, depth + 1
-        ):
-            return True
-    return False

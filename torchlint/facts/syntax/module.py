@@ -1,26 +1,25 @@
-"""`ModuleFacts`: what torchlint knows about one module, asked by rules instead of walking the tree.
+"""`SourceModule`: one parsed module as torchlint's analyses see it, before any torch knowledge.
 
-Built from a single LibCST parse and a single walk (`collect.py`). Positions are computed lazily, only when a
-rule has something to report, because LibCST's PositionProvider costs more than the parse.
+Built from a single LibCST parse and a single walk (`collect.py`): names resolved to qualified names, the
+functions, classes, loops and calls, what a name or `self.x` was assigned, the value of an expression with
+its provenance (`values.py`), and positions, computed lazily (LibCST's PositionProvider costs more than the
+parse).
+What torch means (loaders, training loops, devices) is built on top, in `facts/torch/`, as *analyses*: each
+one is created once per module on first use, by `module.analysis(TrainingAnalysis)`, so that an analysis
+can ask another module's (`engine.py`'s training loop, seen from `train.py`) without a central registry.
 
-What rules ask today:
-- `references_to(qualnames)`: every use of an API, however it was imported (`import torch.cuda.amp as amp`,
-  `from torch.cuda import amp`, `from torch.cuda.amp import autocast as ac`, imports inside functions), each
-  a `Reference` that knows whether it is a callee, a decorator or a `with` item;
-- `references_of(binding)`: every use of one imported name (to know when an import becomes unused);
-- `name_for_module("torch", scope)`: how the code spells a module in a scope (`T` after `import torch as T`),
-  and `import_anchor()`: where a new top-level import goes;
-- `span(node)` / `code(node)`: offsets and source text, for findings and fixes.
+Other files of the project are reached through `project`, a `ProjectIndex` (`facts/syntax/project.py`):
+facts depend on that protocol, never on the index that implements it.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from torchlint._lazy import cst
 from torchlint.diagnostics import LineIndex
@@ -33,29 +32,31 @@ from torchlint.facts.syntax.collect import (
     LoopRecord,
 )
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
-from torchlint.facts.syntax.values import Evaluator
-from torchlint.facts.torch.datasets import DatasetAnalysis
-from torchlint.facts.torch.devices import Device, DeviceAnalysis, DeviceEvidence
-from torchlint.facts.torch.loaders import (
-    LOADER_CLASSES,
-    Loader,
-    build_loader,
-    call_options,
-    has_endless_epochs,
-)
-from torchlint.facts.torch.training import ExternalSource, LoaderUse, TrainingAnalysis
+from torchlint.facts.syntax.values import Evaluator, Value
 
 if TYPE_CHECKING:
-    from torchlint.index.project import Project
+    from torchlint.facts.syntax.project import ProjectIndex
+
+Analysis = TypeVar("Analysis")
 
 
-class ModuleFacts:
+@dataclass(frozen=True)
+class Assignment:
+    """A value a name (or `self.x`) was bound to: the expression, the scope it is evaluated in, and for
+    `a, b = value` the position of the name in the target tuple."""
+
+    value: cst.BaseExpression
+    scope: Scope
+    index: int | None = None
+
+
+class SourceModule:
     def __init__(
         self,
         path: str,
         text: str,
         module: cst.Module,
-        project: Project | None = None,
+        project: ProjectIndex | None = None,
         file: Path | None = None,
     ) -> None:
         self.path = path
@@ -64,10 +65,15 @@ class ModuleFacts:
         self.project = project
         self.file = file.resolve() if file is not None else None
         self._collected: Collected = Collector().collect(module)
-        self.evaluator = Evaluator(self)
-        self.training = TrainingAnalysis(self)
-        self.devices = DeviceAnalysis(self)
-        self.datasets = DatasetAnalysis(self)
+        self._evaluator = Evaluator(self)
+        self._analyses: dict[type, object] = {}
+
+    def analysis(self, kind: type[Analysis]) -> Analysis:
+        """This module's instance of an analysis (`kind(self)`), made on first use."""
+        found = self._analyses.get(kind)
+        if found is None:
+            found = self._analyses[kind] = kind(self)  # type: ignore[call-arg]
+        return found  # type: ignore[return-value]
 
     # -- names ------------------------------------------------------------------------------------------
 
@@ -181,7 +187,7 @@ class ModuleFacts:
                 return self._function_by_node.get(id(binding.node))
         return None
 
-    def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[ModuleFacts, FunctionRecord] | None:
+    def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[SourceModule, FunctionRecord] | None:
         """The function a call runs, in this module (a def, a method on self) or in another project file."""
         func = call.func
         if isinstance(func, cst.Name):
@@ -207,7 +213,7 @@ class ModuleFacts:
                 return self.project.resolve_function(self.file, qualname)
         return None
 
-    def callee(self, call: CallRecord) -> tuple[ModuleFacts, FunctionRecord] | None:
+    def callee(self, call: CallRecord) -> tuple[SourceModule, FunctionRecord] | None:
         key = id(call.node)
         cache = self._callee_cache
         if key not in cache:
@@ -215,7 +221,7 @@ class ModuleFacts:
         return cache[key]
 
     @cached_property
-    def _callee_cache(self) -> dict[int, tuple[ModuleFacts, FunctionRecord] | None]:
+    def _callee_cache(self) -> dict[int, tuple[SourceModule, FunctionRecord] | None]:
         return {}
 
     def calls_of(self, function: FunctionRecord) -> list[CallRecord]:
@@ -290,44 +296,7 @@ class ModuleFacts:
         found = self._argparse.get(dest)
         return found[1] if found is not None else None
 
-    # -- loaders and training ------------------------------------------------------------------------------
-
-    @cached_property
-    def _loaders(self) -> dict[int, Loader]:
-        found: dict[int, Loader] = {}
-        for call in self.calls:
-            cls = self.loader_class(call.node.func, call.scope)
-            if cls is not None:
-                found[id(call.node)] = build_loader(self, call.node, call.scope, cls)
-        return found
-
-    @property
-    def loaders(self) -> list[Loader]:
-        return list(self._loaders.values())
-
-    def loader_at(self, call: cst.Call) -> Loader | None:
-        return self._loaders.get(id(call))
-
-    def loader_class(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
-        """The loader class a callee names: torch's DataLoader, a known subclass, or the project's."""
-        qualname = self.qualname(func, scope)
-        if qualname in LOADER_CLASSES:
-            return qualname
-        if depth >= 4:
-            return None
-        # Classes of other files are followed only when named like loaders (timm's MultiEpochsDataLoader):
-        # resolving every call of a file across the project would cost more than the rest of the analysis.
-        local = self.local_class(func, scope)
-        if local is None and (qualname is None or "loader" not in qualname.rpartition(".")[2].lower()):
-            return None
-        found = (self, local) if local is not None else self.resolve_class(func, scope)
-        if found is None:
-            return None
-        facts, cls = found
-        for base in cls.node.bases:
-            if facts.loader_class(base.value, cls.scope, depth + 1) is not None:
-                return qualname or cls.name
-        return None
+    # -- classes ----------------------------------------------------------------------------------------
 
     def local_class(self, expr: cst.BaseExpression, scope: Scope) -> ClassRecord | None:
         if not isinstance(expr, cst.Name):
@@ -337,7 +306,9 @@ class ModuleFacts:
             return next((c for c in self.classes if c.node is bindings[0].node), None)
         return None
 
-    def resolve_class(self, func: cst.BaseExpression, scope: Scope) -> tuple[ModuleFacts, ClassRecord] | None:
+    def resolve_class(
+        self, func: cst.BaseExpression, scope: Scope
+    ) -> tuple[SourceModule, ClassRecord] | None:
         """The class a name means: defined here, or in another file of the project."""
         local = self.local_class(func, scope)
         if local is not None:
@@ -356,110 +327,44 @@ class ModuleFacts:
     def top_level_class(self, name: str) -> ClassRecord | None:
         return self.local_class(cst.Name(name), self.module_scope)
 
-    @cached_property
-    def _loader_uses(self) -> dict[int, list[LoaderUse]]:
-        uses = self.training.loader_uses()
-        for key, found in uses.items():
-            loader = self._loaders.get(key)
-            if loader is not None and has_endless_epochs(self, loader):
-                # Its iterator is never exhausted, so however the loop re-creates it, that code never runs.
-                uses[key] = [replace(use, per_epoch=False) for use in found]
-        return uses
+    # -- values -----------------------------------------------------------------------------------------
 
-    def loader_uses(self, loader: Loader) -> list[LoaderUse]:
-        """Where `loader` feeds training (empty: it does not, as far as the code shows)."""
-        return self._loader_uses.get(id(loader.call), [])
+    def value(self, expr: cst.BaseExpression, scope: Scope) -> Value:
+        """What `expr` evaluates to as far as the code shows, and whether the user controls it."""
+        return self._evaluator.value(expr, scope)
 
-    def uses_from_importers(self) -> dict[int, list[LoaderUse]]:
-        """Loaders this module builds in a factory that another project file iterates for training."""
-        if self.project is None or self.file is None:
-            return {}
-        found: dict[int, list[LoaderUse]] = {}
-        for importer in self.project.importers_of(self.file):
-            other = self.project.facts_for(importer, self.file)
-            if other is None or other is self:
-                continue
-            for source, use in other.training.external_training_sources():
-                if source.path != str(self.file):
-                    continue
-                function = self.top_level_function(source.function)
-                if function is None:
-                    continue
-                for returned in function.returns:
-                    for loader in self.training.sources(returned, function.scope, source.index):
-                        if isinstance(loader, Loader):
-                            found.setdefault(id(loader.call), []).append(use)
-        return found
+    def assignments(self, expr: cst.BaseExpression, scope: Scope) -> list[Assignment] | None:
+        """Every value `expr` (a name, or `self.x` in a method) can hold, when all of them are assignments
+        in the code; None when some binding is not one (a parameter, a loop variable, an import)."""
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if not bindings or any(b.kind is not BindingKind.ASSIGN or b.value is None for b in bindings):
+                return None
+            return [Assignment(b.value, b.scope, b.index) for b in bindings]  # type: ignore[arg-type]
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            owner = self.class_of_method_scope(scope)
+            if owner is not None and expr.value.value == owner[1]:
+                return [
+                    Assignment(value, where) for value, where in owner[0].attributes.get(expr.attr.value, [])
+                ]
+        return None
 
-    @cached_property
-    def hf_training_arguments(self) -> list[Loader]:
-        """`TrainingArguments(...)` calls (Hugging Face): their `dataloader_*` options configure the loader
-        the Trainer builds. Represented like a loader whose options are the call's arguments."""
-        found = []
-        for call in self.calls:
-            qualname = self.qualname(call.node.func, call.scope) or ""
-            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
-                ("TrainingArguments", "Config")
-            ):
-                options, complete, names = call_options(self, call.node, call.scope)
-                found.append(Loader(call.node, call.scope, qualname, options, complete, names))
-        return found
+    def assigned_values(self, expr: cst.BaseExpression, scope: Scope) -> list[Assignment]:
+        """The assignments among the bindings of a name (or every `self.x = ...` of an attribute)."""
+        if isinstance(expr, cst.Name):
+            return [
+                Assignment(b.value, b.scope, b.index)
+                for b in scope.lookup(expr.value)
+                if b.kind is BindingKind.ASSIGN and b.value is not None
+            ]
+        return self.assignments(expr, scope) or []
 
-    @cached_property
-    def frameworks(self) -> frozenset[str]:
-        """Frameworks that own the training loop here: lightning, transformers, accelerate."""
-        roots = {
-            (b.qualname or "").lstrip(".").split(".")[0]
-            for bindings in self.module_scope.bindings.values()
-            for b in bindings
-            if b.kind is BindingKind.IMPORT
-        }
-        names = {
-            "pytorch_lightning": "lightning",
-            "lightning": "lightning",
-            "transformers": "transformers",
-            "accelerate": "accelerate",
-            "trl": "transformers",
-        }
-        return frozenset(names[r] for r in roots if r in names)
-
-    @cached_property
-    def device(self) -> DeviceEvidence:
-        return self.devices.module_evidence()
-
-    def training_device(self, loader: Loader) -> Device:
-        """The strongest device evidence of this module and of the modules that train with `loader`."""
-        modules = [self, *(use.module for use in self.loader_uses(loader))]
-        return max(module.device.device for module in modules)
-
-    def runs_under_main_guard(self, loader: Loader) -> bool:
-        """Whether the script that builds or trains with `loader` guards its entry point."""
-        return self.has_main_guard or any(use.module.has_main_guard for use in self.loader_uses(loader))
-
-    def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
-        """The loaders of this module a training loop iterates (directly or through parameters)."""
-        found: list[Loader] = []
-        for source, _ in self.training.iterated(loop):
-            for traced, _ in self.training.trace([source], False):
-                if isinstance(traced, ExternalSource):  # built by a factory in another file
-                    found += [x for x in self._external_loaders(traced) if x not in found]
-                elif isinstance(traced, Loader) and traced not in found:
-                    found.append(traced)
-        return found
-
-    def _external_loaders(self, source: ExternalSource) -> list[Loader]:
-        if self.project is None:
-            return []
-        other = self.project.facts_for(Path(source.path), self.file)
-        function = other.top_level_function(source.function) if other is not None else None
-        if other is None or function is None:
-            return []
-        return [
-            loader
-            for returned in function.returns
-            for loader in other.training.sources(returned, function.scope, source.index)
-            if isinstance(loader, Loader)
-        ]
+    def is_self_attribute(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`self.x` inside a method of a class (where `self` is the method's first parameter)."""
+        if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+            return False
+        owner = self.class_of_method_scope(scope)
+        return owner is not None and expr.value.value == owner[1]
 
     # -- positions and text -----------------------------------------------------------------------------
 

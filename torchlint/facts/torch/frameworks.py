@@ -1,0 +1,108 @@
+"""Frameworks that own the training loop — Lightning, Hugging Face (transformers, trl), accelerate — in one
+place: what each says about the loader, the loop and the device, in the terms the rest of the model uses.
+
+- Lightning iterates a module's `train_dataloader()` and the loaders given to `trainer.fit(...)` every epoch;
+  its `Trainer` picks the GPU when there is one unless told `accelerator="cpu"` (`LightningCLI` too).
+- Hugging Face's `Trainer` builds its own DataLoader from `TrainingArguments(dataloader_*=...)`.
+- accelerate's `Accelerator()` places the model on the GPU when there is one (unless `cpu=True`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import read_call
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.values import literal_of
+from torchlint.facts.torch.evidence import Device
+from torchlint.facts.torch.loaders import Loader
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+_ROOTS = {
+    "pytorch_lightning": "lightning",
+    "lightning": "lightning",
+    "transformers": "transformers",
+    "accelerate": "accelerate",
+    "trl": "transformers",
+}
+
+
+def frameworks(source: SourceModule) -> frozenset[str]:
+    """Frameworks imported at module level: lightning, transformers, accelerate."""
+    roots = {
+        (b.qualname or "").lstrip(".").split(".")[0]
+        for bindings in source.module_scope.bindings.values()
+        for b in bindings
+        if b.kind is BindingKind.IMPORT
+    }
+    return frozenset(_ROOTS[r] for r in roots if r in _ROOTS)
+
+
+def training_arguments(source: SourceModule) -> list[Loader]:
+    """`TrainingArguments(...)` calls (Hugging Face, trl): their `dataloader_*` arguments configure the
+    loader the Trainer builds, so they are represented like a loader whose options are those arguments."""
+    found = []
+    for call in source.calls:
+        qualname = source.qualname(call.node.func, call.scope) or ""
+        if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
+            ("TrainingArguments", "Config")
+        ):
+            arguments = read_call(source, call.node, call.scope)
+            found.append(Loader(call.node, call.scope, qualname, arguments, source.code(call.node.func)))
+    return found
+
+
+def lightning_train_dataloaders(source: SourceModule) -> Iterator[FunctionRecord]:
+    """`train_dataloader()` methods: Lightning iterates what they return every epoch."""
+    for function in source.functions:
+        if function.owner is not None and function.name == "train_dataloader":
+            yield function
+
+
+def fit_loaders(source: SourceModule) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
+    """`trainer.fit(model, train_loader)` (also `train_dataloaders=`): the loaders it trains on."""
+    for call in source.calls:
+        func = call.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2:
+            for position, arg in enumerate(call.node.args[1:]):
+                keyword = arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
+                if keyword in ("train_dataloaders", "train_dataloader"):
+                    yield call, arg.value
+
+
+def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -> tuple[Device, str] | None:
+    """The device a framework object created by `call` trains on, with the reason (None: not one)."""
+    if callee.startswith("accelerate.") and callee.endswith("Accelerator"):
+        cpu = any(a.keyword is not None and a.keyword.value == "cpu" for a in call.args)
+        return (
+            Device.UNKNOWN if cpu else Device.CUDA_WHEN_AVAILABLE
+        ), "`Accelerator()` (the GPU when there is one)"
+    if callee.split(".")[0] in ("lightning", "pytorch_lightning"):
+        if callee.endswith("LightningCLI"):
+            return Device.CUDA_WHEN_AVAILABLE, "`LightningCLI` (accelerator auto)"
+        if callee.endswith("Trainer"):
+            return _lightning_trainer(call), "Lightning `Trainer(...)`"
+    return None
+
+
+def is_accelerator_device(source: SourceModule, expr: cst.Attribute) -> bool:
+    """`accelerator.device`: accelerate picks the GPU when there is one."""
+    return expr.attr.value == "device" and "accelerator" in source.code(expr.value).lower()
+
+
+def _lightning_trainer(call: cst.Call) -> Device:
+    """Lightning's Trainer picks the GPU when there is one, unless told `accelerator="cpu"`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "accelerator":
+            ok, value = literal_of(arg.value)
+            if not ok:
+                return Device.UNKNOWN
+            if value in ("gpu", "cuda"):
+                return Device.CUDA
+            return Device.CUDA_WHEN_AVAILABLE if value == "auto" else Device.CPU
+    return Device.CUDA_WHEN_AVAILABLE

@@ -1,0 +1,95 @@
+"""Host-to-device copies of training batches: `batch.to(device)` / `batch.cuda()` inside a training loop,
+followed back to what the loop iterates (its target, `next(it)`, unpacking, `.items()`), never `.to("cpu")`
+and never a dtype cast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import Argument, Signature, read_call
+from torchlint.facts.syntax.collect import LoopRecord
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.evidence import Device
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.module import SourceModule
+
+TO = Signature(("device",))  # `tensor.to(device, ...)`, `tensor.cuda(device, ...)`
+
+
+@dataclass(frozen=True)
+class Move:
+    """`batch.to(device)` / `batch.cuda()` inside a training loop."""
+
+    call: cst.Call
+    device: Device
+    non_blocking: Argument | None  # None: not passed
+
+    @property
+    def callee(self) -> cst.BaseExpression:
+        return self.call.func
+
+    @property
+    def method(self) -> str:
+        """`to` or `cuda`."""
+        return self.call.func.attr.value  # type: ignore[attr-defined]
+
+    @property
+    def blocks(self) -> bool:
+        """The copy is synchronous as written: `non_blocking` not passed, or the constant False (a value
+        the user controls is their decision)."""
+        return self.non_blocking is None or self.non_blocking.constant() == (True, False)
+
+
+def batch_moves(facts: SourceModule, loop: LoopRecord) -> list[Move]:
+    """Host-to-device copies of what the loop iterates (never `.to("cpu")`, never dtype casts)."""
+    moves = []
+    for call in loop.all_calls():
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("to", "cuda"):
+            continue
+        if not _from_batch(facts, func.value, call.scope, loop, 0):
+            continue
+        arguments = read_call(facts, call.node, call.scope, TO)
+        target = arguments.get("device")
+        if func.attr.value == "cuda":
+            device = Device.CUDA
+        elif target is None or target.expression is None:
+            continue
+        else:
+            device = facts.analysis(DeviceAnalysis).device_of(target.expression, call.scope)
+            if not device.may_be_cuda and "device" not in facts.code(target.expression).lower():
+                continue  # `.to(torch.float16)`, `.to("cpu")`, `.to(memory_format=...)`
+            if device is Device.CPU:
+                continue
+        moves.append(Move(call.node, device, arguments.get("non_blocking")))
+    return moves
+
+
+def _from_batch(
+    facts: SourceModule, expr: cst.BaseExpression, scope: Scope, loop: LoopRecord, depth: int
+) -> bool:
+    """Does `expr` come from what `loop` iterates (its target, `next(it)`, unpacking, `.items()`)?"""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    if not isinstance(expr, cst.Name) or depth > 4:
+        return False
+    for binding in scope.lookup(expr.value):
+        if binding.node is loop.node:
+            return True
+        value = binding.value
+        if value is None:
+            continue
+        if isinstance(binding.node, cst.For) and any(child.node is binding.node for child in loop.children):
+            return _from_batch(facts, value, binding.scope, loop, depth + 1)  # for k, v in batch.items()
+        if binding.kind is BindingKind.ASSIGN and isinstance(value, cst.Call):
+            if facts.qualname(value.func, binding.scope) == "next":
+                return True
+        if binding.kind in (BindingKind.ASSIGN, BindingKind.OTHER) and _from_batch(
+            facts, value, binding.scope, loop, depth + 1
+        ):
+            return True
+    return False
