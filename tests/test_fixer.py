@@ -1,24 +1,22 @@
 """Fixes you can trust: the pure `apply`, the fixpoint in `Linter.fix_text`, the CLI's --fix/--diff summary.
 
-The rules used for the fixer's mechanics are made here and never registered (a Rule subclass without a `code`
-in its class body is not registered; the code is set afterwards), so they cannot leak into other tests; the
-CLI tests register one for the duration of a test with monkeypatch.
+The rules used for the fixer's mechanics (`fixer_rules.py`) are not in `torchlint.rules`, so they are never
+discovered by other tests; the CLI tests add their module to the packages rules are discovered in.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fixer_rules import text_rule
 from support import FIXTURES, REPO, doc_sections, python_block, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.cli import main
-from torchlint.diagnostics import Diagnostic, Severity
 from torchlint.fix.apply import Applied, apply, unified_diff
 from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit, Fix
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
@@ -26,22 +24,6 @@ from torchlint.rules import base
 from torchlint.rules.base import Rule, registered_rules
 
 SAFE, UNSAFE, DISPLAY = Applicability.SAFE, Applicability.UNSAFE, Applicability.DISPLAY_ONLY
-
-
-def text_rule(code: str, old: str, new: str, applicability: Applicability = SAFE) -> type[Rule]:
-    """A rule that reports every `old` in the text and offers to replace it with `new` (not registered)."""
-
-    def check(self, facts):
-        for match in re.finditer(re.escape(old), facts.text):
-            edit = Edit(match.start(), match.end(), new)
-            fix = Fix(f"Replace with `{new}`", applicability, (edit,))
-            yield Diagnostic(
-                self.code, self.name, f"`{old}` is slow", Severity.WARNING, facts.path, *match.span(), fix
-            )
-
-    cls = type(f"TextRule{code}", (Rule,), {"check": check})
-    cls.code, cls.name = code, f"test-{code.lower()}"
-    return cls
 
 
 def fix_with(rules: list[type[Rule]], source: str, unsafe: bool = True, path: str = "example.py"):
@@ -434,13 +416,8 @@ def _contents(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def project(project, monkeypatch):
-    """The shared empty project, with three text rules registered for the duration."""
-    for rule in (
-        text_rule("TL991", "slow", "fast", SAFE),
-        text_rule("TL992", "risky", "bold", UNSAFE),
-        text_rule("TL993", "hint", "HINT", DISPLAY),
-    ):
-        monkeypatch.setitem(base._REGISTRY, rule.code, rule)
+    """The shared empty project, with the text rules of `fixer_rules.py` discovered for the duration."""
+    monkeypatch.setattr(base, "RULE_PACKAGES", (*base.RULE_PACKAGES, "fixer_rules"))
     return project
 
 
@@ -534,8 +511,6 @@ def test_diff_without_changes_exits_zero(project):
 
 
 def test_fix_that_would_break_a_file_leaves_it_and_fixes_the_others(project, monkeypatch):
-    broken = text_rule("TL994", "total = ", "total = = ")
-    monkeypatch.setitem(base._REGISTRY, broken.code, broken)
     (project / "a.py").write_text("total = slow\n")
     (project / "b.py").write_text("slow = 1\n")
     result = CliRunner().invoke(
@@ -558,8 +533,6 @@ def test_fix_that_would_break_a_file_leaves_it_and_fixes_the_others(project, mon
 
 
 def test_a_non_converging_fix_is_a_warning_and_the_file_is_still_written(project, monkeypatch):
-    growing = text_rule("TL995", "x", "xx")
-    monkeypatch.setitem(base._REGISTRY, growing.code, growing)
     (project / "a.py").write_text("x = 1\n")
     result = CliRunner().invoke(main, ["--select", "TL995", "--fix", "-q"], catch_exceptions=False)
     assert result.exit_code == 1

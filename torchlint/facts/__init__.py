@@ -34,9 +34,11 @@ from torchlint.facts.torch.moves import Move, batch_moves
 from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
 
 if TYPE_CHECKING:
+    from libcst import CSTNode as Node  # noqa: F401  (rules hand nodes to `finding` and `fix.build`, unopened)
+
     from torchlint._lazy import cst
     from torchlint.facts.syntax.collect import LoopRecord
-    from torchlint.facts.syntax.project import ProjectIndex
+    from torchlint.facts.syntax.module import ProjectIndex
 
 __all__ = [
     "Argument",

@@ -1,20 +1,25 @@
-"""The shape every rule has: identity, policy, and `check(facts)`.
+"""The shape every rule has: identity, policy, and `check(facts)`; and how rules are found.
 
-A rule is a small class in its family's module. Defining it registers it (no list to keep in sync); its doc
-lives in `rules/<code>.md` and a test fails if either exists without the other.
+A rule is a small class in its family's module under `torchlint/rules/`. Rules are discovered by walking
+that package (as Fixit does): every `Rule` subclass that declares a `code` in its own class body is a rule.
+Nothing registers itself on import, so a class made in a test is a rule only where the test says so
+(`Linter(rule_classes=...)`, or a module added to `RULE_PACKAGES`). Each rule's doc lives in
+`rules/<code>.md`; a test fails if either exists without the other.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import importlib
+import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
-from torchlint._lazy import cst
 from torchlint.diagnostics import Diagnostic, Fix, Severity
 
 if TYPE_CHECKING:
-    from torchlint.facts import ModuleFacts
+    from torchlint.facts import ModuleFacts, Node
     from torchlint.workspace.settings import Settings
 
 FAMILIES = {
@@ -34,7 +39,8 @@ class FixAvailability(enum.Enum):
     NONE = "none"
 
 
-_REGISTRY: dict[str, type[Rule]] = {}
+# Where rules are discovered: packages (walked, one level) or plain modules.
+RULE_PACKAGES: tuple[str, ...] = ("torchlint.rules",)
 
 
 class Rule:
@@ -49,15 +55,6 @@ class Rule:
     # The prefilter: a rule can only fire on a file whose text contains one of these (None: any file).
     # It must be sound (never hide a finding); a test compares findings with and without it.
     needs_text: ClassVar[tuple[str, ...] | None] = None
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        code = cls.__dict__.get("code")
-        if code is None:
-            return
-        if code in _REGISTRY:
-            raise RuntimeError(f"rule code {code} registered twice")
-        _REGISTRY[code] = cls
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -81,14 +78,36 @@ class Rule:
         oldest = self.settings.torch_version
         return oldest is None or oldest >= version
 
-    def finding(
-        self, facts: ModuleFacts, node: cst.CSTNode, message: str, fix: Fix | None = None
-    ) -> Diagnostic:
+    def finding(self, facts: ModuleFacts, node: Node, message: str, fix: Fix | None = None) -> Diagnostic:
         start, end = facts.span(node)
         return Diagnostic(self.code, self.name, message, self.severity, facts.path, start, end, fix)
 
 
 def registered_rules() -> dict[str, type[Rule]]:
-    from torchlint import rules  # noqa: F401  (importing the package registers every family)
+    """Every rule of `RULE_PACKAGES`, by code, sorted."""
+    return dict(_discover(RULE_PACKAGES))
 
-    return dict(sorted(_REGISTRY.items()))
+
+@functools.cache
+def _discover(packages: tuple[str, ...]) -> tuple[tuple[str, type[Rule]], ...]:
+    found: dict[str, type[Rule]] = {}
+    for module in (m for package in packages for m in _modules(package)):
+        for value in vars(module).values():
+            if not (isinstance(value, type) and issubclass(value, Rule) and "code" in value.__dict__):
+                continue
+            if value.__module__ != module.__name__:
+                continue  # imported from elsewhere: found where it is defined
+            if found.setdefault(value.code, value) is not value:
+                raise RuntimeError(f"rule code {value.code} is defined twice")
+    return tuple(sorted(found.items()))
+
+
+def _modules(name: str) -> list:
+    module = importlib.import_module(name)
+    if not hasattr(module, "__path__"):
+        return [module]
+    return [
+        importlib.import_module(f"{name}.{info.name}")
+        for info in pkgutil.iter_modules(module.__path__)
+        if info.name != "base"
+    ]

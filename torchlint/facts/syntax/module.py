@@ -8,8 +8,9 @@ What torch means (loaders, training loops, devices) is built on top, in `facts/t
 one is created once per module on first use, by `module.analysis(TrainingAnalysis)`, so that an analysis
 can ask another module's (`engine.py`'s training loop, seen from `train.py`) without a central registry.
 
-Other files of the project are reached through `project`, a `ProjectIndex` (`facts/syntax/project.py`):
-facts depend on that protocol, never on the index that implements it.
+Other files of the project are reached through `project`, a `ProjectIndex`: facts depend on that protocol,
+never on `torchlint.index` that implements it (an import contract enforces it), so the semantic model can be
+built and tested for one module alone (`project=None`: every cross-file question is unknown).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from torchlint._lazy import cst
 from torchlint.diagnostics import LineIndex
@@ -34,10 +35,25 @@ from torchlint.facts.syntax.collect import (
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.syntax.values import Evaluator, Value
 
-if TYPE_CHECKING:
-    from torchlint.facts.syntax.project import ProjectIndex
-
 Analysis = TypeVar("Analysis")
+
+
+class ProjectIndex(Protocol):
+    def module_file(self, importer: Path, dotted: str) -> Path | None:
+        """The file a module name means when imported by `importer` (None: not in the project)."""
+        ...
+
+    def resolve_function(self, importer: Path, qualname: str) -> tuple[SourceModule, FunctionRecord] | None:
+        """A module-level function of another project file, as `importer` names it."""
+        ...
+
+    def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
+        """Another file's module (None: unreadable or unparsable); `requester` depends on it from now on."""
+        ...
+
+    def importers_of(self, path: Path) -> list[Path]:
+        """The project files that import `path` (the answer then depends on the project's file list)."""
+        ...
 
 
 @dataclass(frozen=True)

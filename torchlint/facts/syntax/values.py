@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 
-if TYPE_CHECKING:
-    from torchlint.facts.syntax.module import SourceModule
+
+class Source(Protocol):
+    """What evaluating an expression needs of its module (`SourceModule` provides it)."""
+
+    def code(self, node: cst.CSTNode) -> str: ...
+    def qualname(self, expr: cst.BaseExpression, scope: Scope) -> str | None: ...
+    def is_self_attribute(self, expr: cst.BaseExpression, scope: Scope) -> bool: ...
+    def assignments(self, expr: cst.BaseExpression, scope: Scope) -> list | None: ...
+    def argparse_option(self, dest: str) -> str | None: ...
+
 
 MAX_DEPTH = 8
 
@@ -89,7 +97,7 @@ def constant_number(expr: cst.BaseExpression) -> float | None:
 class Evaluator:
     """Evaluates expressions of one module; memoises nothing (expressions are evaluated a few times each)."""
 
-    def __init__(self, source: SourceModule) -> None:
+    def __init__(self, source: Source) -> None:
         self.source = source
 
     def value(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Value:
