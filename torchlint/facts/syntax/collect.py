@@ -90,14 +90,6 @@ class LoopRecord:
         for child in self.children:
             yield from child.all_calls()
 
-    def encloses(self, other: LoopRecord) -> bool:
-        loop = other.parent
-        while loop is not None:
-            if loop is self:
-                return True
-            loop = loop.parent
-        return False
-
 
 @dataclasses.dataclass(eq=False)
 class CallRecord:
@@ -113,7 +105,6 @@ class Collected:
     module_scope: Scope
     references: list[Reference]
     calls: list[CallRecord]
-    imports: list[tuple[cst.CSTNode, Scope]]
     functions: list[FunctionRecord]
     classes: list[ClassRecord]
     loops: list[LoopRecord]
@@ -138,7 +129,6 @@ class Collector:
         self._in_function: FunctionRecord | None = None
         self._in_class: ClassRecord | None = None
         self._conditional = 0
-        self.imports: list[tuple[cst.CSTNode, Scope]] = []
         self.suite_sizes: dict[int, int] = {}
         self._in_annotation = False
         self._handlers: dict[type, Callable[[cst.CSTNode, Scope], None]] = {
@@ -182,7 +172,6 @@ class Collector:
             scope,
             self.references,
             self.calls,
-            self.imports,
             self.functions,
             self.classes,
             self.loops,
@@ -283,11 +272,7 @@ class Collector:
 
     def _with_item(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.WithItem)
-        item = node.item
-        if isinstance(item, (cst.Name, cst.Attribute)):
-            self._reference(item, scope, with_item=node)
-        else:
-            self.walk(item, scope)
+        self.walk(node.item, scope)
         if node.asname is not None:
             self._bind_target(node.asname.name, scope, BindingKind.OTHER, node)
 
@@ -330,7 +315,6 @@ class Collector:
 
     def _import(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Import)
-        self.imports.append((node, scope))
         for alias in node.names:
             full = _dotted_name(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -341,10 +325,8 @@ class Collector:
 
     def _import_from(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.ImportFrom)
-        self.imports.append((node, scope))
         if isinstance(node.names, cst.ImportStar):
-            scope.has_star_import = True
-            return
+            return  # the names it binds are unknown: uses of them resolve to nothing
         base = "." * len(node.relative) + (_dotted_name(node.module) if node.module else "")
         for alias in node.names:
             imported = _dotted_name(alias.name)

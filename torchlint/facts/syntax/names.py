@@ -44,7 +44,6 @@ class Binding:
     value: cst.BaseExpression | None = None  # for assignments: the assigned expression
     index: int | None = None  # for `a, b = value`: the position of this name in the target tuple
     alias: cst.ImportAlias | None = None
-    references: list[Reference] = field(default_factory=list)
 
     @property
     def is_none_fallback(self) -> bool:
@@ -62,7 +61,6 @@ class Scope:
     node: cst.CSTNode | None = None
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     globals: set[str] = field(default_factory=set)
-    has_star_import: bool = False
 
     def bind(self, binding: Binding) -> Binding:
         scope = self.module() if binding.name in self.globals else self
@@ -120,7 +118,6 @@ class Reference:
     scope: Scope
     call: cst.Call | None = None
     decorator: cst.Decorator | None = None
-    with_item: cst.WithItem | None = None
     in_annotation: bool = False
     _qualname: str | None = None
     _resolved: bool = False
