@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.calls import argument_for, positional_and_keywords
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.torch import frameworks
@@ -137,14 +137,12 @@ class DeviceAnalysis:
                     found, reason = Device.CUDA, "the nccl backend"
                 elif placed is not None:
                     found, reason = placed
-            for arg in node.args:
-                if (
-                    arg.keyword is not None
-                    and arg.keyword.value in ("device", "map_location")
-                    and found is Device.UNKNOWN
-                ):
-                    found = self.device_of(arg.value, call.scope)
-                    reason = f"`device={source.code(arg.value)}`"
+            if found is Device.UNKNOWN:
+                _, keywords = positional_and_keywords(node)
+                target = keywords.get("device", keywords.get("map_location"))
+                if target is not None:
+                    found = self.device_of(target, call.scope)
+                    reason = f"`device={source.code(target)}`"
             if found > best.device:
                 best = DeviceEvidence(found, node, reason)
         return best

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import read_call
+from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import BindingKind, Scope
-from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.torch.evidence import Device
 from torchlint.facts.torch.loaders import Loader
 
@@ -64,21 +63,26 @@ def lightning_train_dataloaders(source: SourceModule) -> Iterator[FunctionRecord
             yield function
 
 
+FIT = Signature(("model", "train_dataloaders", "val_dataloaders", "datamodule", "ckpt_path"))
+
+
 def fit_loaders(source: SourceModule) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
     """`trainer.fit(model, train_loader)` (also `train_dataloaders=`): the loaders it trains on."""
     for call in source.calls:
         func = call.node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2:
-            for position, arg in enumerate(call.node.args[1:]):
-                keyword = arg.keyword.value if arg.keyword else ("train_dataloaders" if position == 0 else "")
-                if keyword in ("train_dataloaders", "train_dataloader"):
-                    yield call, arg.value
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "fit" and len(call.node.args) >= 2):
+            continue
+        arguments = read_call(source, call.node, call.scope, FIT)
+        for name in ("train_dataloaders", "train_dataloader"):
+            argument = arguments.get(name)
+            if argument is not None and argument.expression is not None:
+                yield call, argument.expression
 
 
 def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -> tuple[Device, str] | None:
     """The device a framework object created by `call` trains on, with the reason (None: not one)."""
     if callee.startswith("accelerate.") and callee.endswith("Accelerator"):
-        cpu = any(a.keyword is not None and a.keyword.value == "cpu" for a in call.args)
+        cpu = read_call(source, call, scope).get("cpu") is not None
         return (
             Device.UNKNOWN if cpu else Device.CUDA_WHEN_AVAILABLE
         ), "`Accelerator()` (the GPU when there is one)"
@@ -86,7 +90,7 @@ def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -
         if callee.endswith("LightningCLI"):
             return Device.CUDA_WHEN_AVAILABLE, "`LightningCLI` (accelerator auto)"
         if callee.endswith("Trainer"):
-            return _lightning_trainer(call), "Lightning `Trainer(...)`"
+            return _lightning_trainer(source, call, scope), "Lightning `Trainer(...)`"
     return None
 
 
@@ -95,14 +99,14 @@ def is_accelerator_device(source: SourceModule, expr: cst.Attribute) -> bool:
     return expr.attr.value == "device" and "accelerator" in source.code(expr.value).lower()
 
 
-def _lightning_trainer(call: cst.Call) -> Device:
+def _lightning_trainer(source: SourceModule, call: cst.Call, scope: Scope) -> Device:
     """Lightning's Trainer picks the GPU when there is one, unless told `accelerator="cpu"`."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "accelerator":
-            ok, value = literal_of(arg.value)
-            if not ok:
-                return Device.UNKNOWN
-            if value in ("gpu", "cuda"):
-                return Device.CUDA
-            return Device.CUDA_WHEN_AVAILABLE if value == "auto" else Device.CPU
-    return Device.CUDA_WHEN_AVAILABLE
+    accelerator = read_call(source, call, scope).get("accelerator")
+    if accelerator is None:
+        return Device.CUDA_WHEN_AVAILABLE
+    known, value = accelerator.constant()
+    if not known:
+        return Device.UNKNOWN
+    if value in ("gpu", "cuda"):
+        return Device.CUDA
+    return Device.CUDA_WHEN_AVAILABLE if value == "auto" else Device.CPU
