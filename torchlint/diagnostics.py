@@ -1,8 +1,8 @@
 """What a rule reports: a `Diagnostic` (ruff's shape), which may carry one `Fix` (`torchlint.fix.model`).
 
 Offsets are indices into the decoded text (a Python `str`), never bytes, so that every consumer (the fixer,
-`--diff`, the LSP, the verifier) shares one coordinate system; lines and columns are derived at the edges
-(`LineIndex`), only for files that have findings.
+`--diff`, the reporters, and the coming Language Server and verifier) shares one coordinate system; lines and
+columns are derived at the edges (`LineIndex`), only for files that have findings.
 """
 
 from __future__ import annotations

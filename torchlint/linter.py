@@ -1,7 +1,8 @@
 """One file through the pipeline: syntax check -> one LibCST parse -> facts -> rules -> suppressions.
 
-`check_text` is what the CLI, the LSP and the verifier call; `fix_text` repeats check + apply until nothing
-changes (bounded), and refuses a result that no longer compiles.
+`check_text` is the one entry for a text (the CLI's runs call it, and so will the Language Server and the
+verifier); `fix_text` repeats check + apply until nothing changes (bounded), and refuses a result that no
+longer compiles.
 """
 
 from __future__ import annotations

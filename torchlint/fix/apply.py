@@ -1,4 +1,5 @@
-"""Applying fixes to a source text: pure, so the CLI, `--diff`, the LSP and the verifier share it.
+"""Applying fixes to a source text: pure, so that every caller shares it (the CLI's --fix and --diff today,
+the Language Server and the verifier as they land).
 
 `apply` takes the fixes in order of position and keeps each one whose edits do not overlap those already
 kept; the rest are returned as skipped (a later pass, after re-checking, may apply them). Then the import

@@ -8,7 +8,7 @@ fix needs `import os`", `DropImportIfUnused` says "this fix removes a use of tha
 fixes need it, and an import goes only when every one of its uses was rewritten in the same run.
 
 Offsets are indices into the decoded text (a Python `str`), never bytes, so that every consumer (the fixer,
-`--diff`, the LSP, the verifier, the JSON reporter) shares one coordinate system.
+`--diff`, the JSON reporter, and the coming LSP and verifier) shares one coordinate system.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Fix:
 
     def standalone_edits(self, text: str) -> list[Edit]:
         """The edits of this fix applied alone, in order: its own, the imports it needs, and an import
-        removal only where this fix rewrites the last use (what JSON consumers and the LSP apply)."""
+        removal only where this fix rewrites the last use (what JSON consumers apply)."""
         from torchlint.fix.imports import remove_bound_names
 
         edits = [*self.edits, *(needed.edit() for needed in self.imports)]
