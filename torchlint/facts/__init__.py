@@ -22,23 +22,43 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint.facts.syntax.calls import KEYWORDS_ONLY, Argument, CallArguments, Signature, read_call
-from torchlint.facts.syntax.module import SourceModule
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
-from torchlint.facts.torch import frameworks
-from torchlint.facts.torch.datasets import DatasetAnalysis, DatasetKind, Unpicklable
-from torchlint.facts.torch.devices import DeviceAnalysis
-from torchlint.facts.torch.evidence import Device, DeviceEvidence
-from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
-from torchlint.facts.torch.moves import Move, batch_moves
-from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
+from torchlint.facts.torch.vocabulary import DatasetKind, Device, DeviceEvidence
 
 if TYPE_CHECKING:
     from libcst import CSTNode as Node  # noqa: F401  (rules hand nodes to `finding` and `fix.build`, unopened)
 
     from torchlint._lazy import cst
+    from torchlint.facts.syntax.calls import Argument, CallArguments, Signature
     from torchlint.facts.syntax.collect import LoopRecord
-    from torchlint.facts.syntax.module import ProjectIndex
+    from torchlint.facts.syntax.module import ProjectIndex, SourceModule
+    from torchlint.facts.torch.datasets import DatasetAnalysis, Unpicklable
+    from torchlint.facts.torch.loaders import Loader
+    from torchlint.facts.torch.moves import Move
+    from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
+
+# Loaded on first use (PEP 562): importing the rules (every run does, also one answered from the cache)
+# must not import the whole model. name -> the module that defines it.
+_LAZY = {
+    "Argument": "torchlint.facts.syntax.calls",
+    "CallArguments": "torchlint.facts.syntax.calls",
+    "Signature": "torchlint.facts.syntax.calls",
+    "SourceModule": "torchlint.facts.syntax.module",
+    "Loader": "torchlint.facts.torch.loaders",
+    "LoaderUse": "torchlint.facts.torch.training",
+    "Move": "torchlint.facts.torch.moves",
+    "Unpicklable": "torchlint.facts.torch.datasets",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "Argument",
@@ -72,6 +92,8 @@ class ModuleFacts:
         project: ProjectIndex | None = None,
         file: Path | None = None,
     ) -> None:
+        from torchlint.facts.syntax.module import SourceModule
+
         self.source = SourceModule(path, text, module, project=project, file=file)
 
     @classmethod
@@ -122,10 +144,12 @@ class ModuleFacts:
         return self.source.references_of(binding)
 
     def call_arguments(
-        self, call: cst.Call, scope: Scope, signature: Signature = KEYWORDS_ONLY
+        self, call: cst.Call, scope: Scope, signature: Signature | None = None
     ) -> CallArguments:
         """A call's arguments by parameter name (keywords, positional through `signature`, `**kwargs`)."""
-        return read_call(self.source, call, scope, signature)
+        from torchlint.facts.syntax.calls import KEYWORDS_ONLY, read_call
+
+        return read_call(self.source, call, scope, signature or KEYWORDS_ONLY)
 
     # -- the script -----------------------------------------------------------------------------------------
 
@@ -136,17 +160,23 @@ class ModuleFacts:
     @property
     def device(self) -> DeviceEvidence:
         """The strongest device evidence in the module."""
+        from torchlint.facts.torch.devices import DeviceAnalysis
+
         return self.source.analysis(DeviceAnalysis).evidence
 
     @cached_property
     def frameworks(self) -> frozenset[str]:
         """Frameworks that own the training loop here: lightning, transformers, accelerate."""
+        from torchlint.facts.torch import frameworks
+
         return frameworks.frameworks(self.source)
 
     # -- training -------------------------------------------------------------------------------------------
 
     @property
     def training(self) -> TrainingAnalysis:
+        from torchlint.facts.torch.training import TrainingAnalysis
+
         return self.source.analysis(TrainingAnalysis)
 
     @property
@@ -158,12 +188,16 @@ class ModuleFacts:
 
     def batch_moves(self, loop: LoopRecord) -> list[Move]:
         """`.to(device)` / `.cuda()` of what the loop iterates."""
+        from torchlint.facts.torch.moves import batch_moves
+
         return batch_moves(self.source, loop)
 
     # -- loaders --------------------------------------------------------------------------------------------
 
     @property
     def loaders(self) -> list[Loader]:
+        from torchlint.facts.torch.loaders import LoaderAnalysis
+
         return self.source.analysis(LoaderAnalysis).loaders
 
     def loader_uses(self, loader: Loader) -> list[LoaderUse]:
@@ -180,10 +214,14 @@ class ModuleFacts:
     @cached_property
     def hf_training_arguments(self) -> list[Loader]:
         """Hugging Face `TrainingArguments(...)`: the `dataloader_*` options of the Trainer's loader."""
+        from torchlint.facts.torch import frameworks
+
         return frameworks.training_arguments(self.source)
 
     @property
     def datasets(self) -> DatasetAnalysis:
+        from torchlint.facts.torch.datasets import DatasetAnalysis
+
         return self.source.analysis(DatasetAnalysis)
 
     def dataset_kind(self, loader: Loader) -> DatasetKind:

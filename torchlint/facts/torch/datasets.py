@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.collect import ClassRecord
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
 from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.vocabulary import DatasetKind
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
@@ -26,14 +26,6 @@ _ITERABLE = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.Itera
 _MAP = {"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"}
 _TENSOR = {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
 _MAP_LIBRARIES = ("torchvision.datasets.", "datasets.")
-
-
-class DatasetKind(enum.Enum):
-    MAP = "map-style"
-    ITERABLE = "iterable, not sharded across workers"
-    ITERABLE_SHARDED = "iterable, sharded by get_worker_info()"
-    TENSOR = "in-memory TensorDataset"
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)

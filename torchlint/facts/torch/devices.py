@@ -19,7 +19,7 @@ from torchlint.facts.syntax.calls import argument_for, positional_and_keywords
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.torch import frameworks
-from torchlint.facts.torch.evidence import Device, DeviceEvidence
+from torchlint.facts.torch.vocabulary import Device, DeviceEvidence
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule

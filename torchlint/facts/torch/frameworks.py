@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import BindingKind, Scope
-from torchlint.facts.torch.evidence import Device
 from torchlint.facts.torch.loaders import Loader
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, FunctionRecord

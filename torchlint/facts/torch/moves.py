@@ -12,7 +12,7 @@ from torchlint.facts.syntax.calls import Argument, Signature, read_call
 from torchlint.facts.syntax.collect import LoopRecord
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.torch.devices import DeviceAnalysis
-from torchlint.facts.torch.evidence import Device
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule

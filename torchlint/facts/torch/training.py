@@ -25,8 +25,8 @@ from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecor
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
-from torchlint.facts.torch.evidence import Device
 from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule

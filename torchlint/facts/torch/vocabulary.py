@@ -1,5 +1,6 @@
-"""The device a module trains on, as a claim with its evidence: the vocabulary of `devices.py` and of the
-framework adapters (`frameworks.py`), kept apart so that both can speak it without importing each other."""
+"""The words the torch analyses answer in: the device a module trains on (a claim with its evidence) and the
+kind of dataset a loader loads. Kept apart from the analyses so that they (devices and the framework
+adapters) can share them without importing each other, and so that rules can import them for free."""
 
 from __future__ import annotations
 
@@ -36,3 +37,11 @@ class DeviceEvidence:
     device: Device
     node: cst.CSTNode | None = None  # the strongest evidence
     reason: str = ""
+
+
+class DatasetKind(enum.Enum):
+    MAP = "map-style"
+    ITERABLE = "iterable, not sharded across workers"
+    ITERABLE_SHARDED = "iterable, sharded by get_worker_info()"
+    TENSOR = "in-memory TensorDataset"
+    UNKNOWN = "unknown"
