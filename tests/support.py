@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchlint.diagnostics import Diagnostic
@@ -50,17 +51,78 @@ def doc_sections(code: str) -> dict[str, str]:
     return sections
 
 
-def python_block(section: str) -> str | None:
-    match = _BLOCK.search(section)
-    return match.group(1) if match else None
+def python_blocks(section: str) -> list[str]:
+    """Every fenced python block of a doc section, in order."""
+    return _BLOCK.findall(section)
+
+
+APPLICABILITIES = ("safe", "unsafe", "display-only", "none")
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What an `# error` marker expects on its line: the findings' start columns (empty: any), and the
+    applicability every finding of the line carries (`none`: no fix; None: not checked)."""
+
+    columns: tuple[int, ...] = ()
+    fix: str | None = None
+
+
+# `  # error`, `  # error: 12`, `  # error: 12, 30`, `  # error: fix: unsafe`, `  # error: 12, fix: safe`
+_MARKER = re.compile(r"(?<=\S)  # error(?:: (?P<spec>.*))?$")
+_SPEC = re.compile(
+    r"(?P<columns>[1-9][0-9]*(?:, [1-9][0-9]*)*)(?:, fix: (?P<fix>[a-z-]+))?|fix: (?P<only_fix>[a-z-]+)"
+)
+_LOOKS_LIKE_A_MARKER = re.compile(r"#\s*errors?\b", re.IGNORECASE)
+
+
+def error_markers(source: str) -> dict[int, Marker]:
+    """Line -> Marker for every line of a doc block that ends in an `# error` marker.
+
+    Strict: a comment that looks like a marker but does not follow the syntax raises ValueError."""
+    markers = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        match = _MARKER.search(line)
+        if match is None:
+            if _LOOKS_LIKE_A_MARKER.search(line):
+                raise ValueError(f"line {number}: malformed marker (want `code  # error[: ...]`): {line!r}")
+            continue
+        if _LOOKS_LIKE_A_MARKER.search(line[: match.start()]):
+            raise ValueError(f"line {number}: two markers on one line: {line!r}")
+        spec = match.group("spec")
+        if spec is None:
+            markers[number] = Marker()
+            continue
+        parts = _SPEC.fullmatch(spec)
+        if parts is None:
+            raise ValueError(
+                f"line {number}: malformed marker {spec!r} (want `12`, `12, 30`, `fix: safe`, ...)"
+            )
+        columns = tuple(int(c) for c in parts.group("columns").split(", ")) if parts.group("columns") else ()
+        if list(columns) != sorted(set(columns)):
+            raise ValueError(f"line {number}: malformed marker, columns must increase: {spec!r}")
+        applicability = parts.group("fix") or parts.group("only_fix")
+        if applicability is not None and applicability not in APPLICABILITIES:
+            raise ValueError(
+                f"line {number}: malformed marker, unknown fix applicability {applicability!r} in {spec!r}"
+            )
+        markers[number] = Marker(columns, applicability)
+    return markers
 
 
 def strip_error_markers(source: str) -> str:
-    return re.sub(r"  # error$", "", source, flags=re.MULTILINE)
+    """The block without its markers: the whole `  # error...` suffix of each marked line goes."""
+    error_markers(source)  # refuse to strip what does not parse
+    return "\n".join(_MARKER.sub("", line) for line in source.split("\n"))
 
 
 def error_lines(source: str) -> set[int]:
-    return {n for n, line in enumerate(source.splitlines(), 1) if line.endswith("# error")}
+    return set(error_markers(source))
+
+
+def applicability(diagnostic: Diagnostic) -> str:
+    """`safe`, `unsafe`, `display-only`, or `none` when the finding has no fix."""
+    return diagnostic.fix.applicability.value if diagnostic.fix is not None else "none"
 
 
 def facts_of(source: str, path: str = "example.py"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fixer_rules import text_rule
-from support import FIXTURES, REPO, doc_sections, python_block, settings
+from support import FIXTURES, REPO, doc_sections, python_blocks, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.cli import main
@@ -377,13 +377,17 @@ def test_fix_text_still_unpacks_as_a_triple():
 # -- idempotence: every fixture and every rule doc Example --------------------------------------------------
 
 
-DOC_EXAMPLES = sorted(code for code, rule in registered_rules().items() if rule.has_doc_examples)
+DOC_EXAMPLES = [
+    pytest.param(code, index, id=f"{code}-{index + 1}")
+    for code, rule in sorted(registered_rules().items())
+    if rule.has_doc_examples
+    for index in range(len(python_blocks(doc_sections(code)["Example"])))
+]
 
 
-@pytest.mark.parametrize("code", DOC_EXAMPLES)
-def test_a_second_fix_of_a_doc_example_changes_nothing(code):
-    example = python_block(doc_sections(code)["Example"])
-    assert example is not None
+@pytest.mark.parametrize("code, index", DOC_EXAMPLES)
+def test_a_second_fix_of_a_doc_example_changes_nothing(code, index):
+    example = python_blocks(doc_sections(code)["Example"])[index]
     first = Linter().fix_text("example.py", example, settings(), True)
     assert first.warnings == []
     assert _compiles(first.text, "example.py") or not _compiles(example, "example.py")

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from support import FIXTURES, REPO, RULE_DOCS, doc_sections, python_block
+from support import FIXTURES, REPO, RULE_DOCS, doc_sections, python_blocks
 
 from torchlint.api import RunOptions, run
 from torchlint.cli import main
@@ -53,10 +53,9 @@ def test_prefilter_never_hides_a_finding_in_fixtures_or_docs(tmp_path):
     docs.mkdir()
     (docs / "pyproject.toml").write_text("[project]\nname = 'docs'\n")
     for doc in sorted(RULE_DOCS.glob("*.md")):
-        for section in ("Example", "Use instead"):
-            block = python_block(doc_sections(doc.stem).get(section, ""))
-            if block:
-                (docs / f"{doc.stem}_{section.replace(' ', '_')}.py").write_text(block)
+        for section in ("Example", "Use instead", "Not flagged"):
+            for index, block in enumerate(python_blocks(doc_sections(doc.stem).get(section, ""))):
+                (docs / f"{doc.stem}_{section.replace(' ', '_')}_{index + 1}.py").write_text(block)
     on = run(RunOptions(paths=[docs], cache=False))
     off = run(RunOptions(paths=[docs], cache=False, prefilter=False))
     assert findings(on) == findings(off) and findings(on)
