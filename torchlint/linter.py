@@ -35,8 +35,15 @@ class InternalError(Exception):
 class Linter:
     """Rules instantiated once per distinct settings, so per-rule options are read once."""
 
-    def __init__(self, rule_classes: dict[str, type[Rule]] | None = None, prefilter: bool = True) -> None:
+    def __init__(
+        self, rule_classes: dict[str, type[Rule]] | None = None, prefilter: bool = True, fs=None
+    ) -> None:
         # `rule_classes` replaces the registered rules (tests use it for rules that must not be registered).
+        # `fs`, a torchlint.workspace.fs.FileSystem (the real one by default): what the run's projects and
+        # root lookups read through (torchlint.api.run passes its own, recording for a replayable run).
+        from torchlint.workspace.fs import FileSystem
+
+        self.fs = fs if fs is not None else FileSystem()
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.from_cache = 0
@@ -52,11 +59,11 @@ class Linter:
 
         root = self.root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root)
+            self._projects[root] = Project(root, self.fs)
         return self._projects[root]
 
     def root_of(self, folder: Path) -> Path:
-        return project_root(folder, self._roots)
+        return project_root(folder, self.fs, self._roots)
 
     def rules_for(self, settings: Settings, path: str) -> list[Rule]:
         key = id(settings)
@@ -99,7 +106,7 @@ class Linter:
             from torchlint.facts import ModuleFacts
 
             file = Path(path)
-            project = self.project_for(file) if file.is_file() else None
+            project = self.project_for(file) if self.fs.is_file(file) else None
             facts = ModuleFacts(path, text, module, project=project, file=file if project else None)
             if project is not None:
                 project.register(file, facts)
