@@ -50,7 +50,6 @@ def _imports(tree: ast.AST) -> list[str]:
     return found
 
 
-@pytest.mark.skip(reason="until the injected FileSystem lands: workspace/ still imports cache.fs")
 def test_import_contracts_hold():
     lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert lint_imports is not None, "import-linter is a test dependency"

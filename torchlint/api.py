@@ -3,50 +3,77 @@
 Failures are per file: an unreadable file becomes a TL002 finding; a crash in a rule, a refused fix or a
 refused write an error naming the file (exit 2), which is then left as it was; the other files are still
 checked and fixed.
+
+Every file-system question of a run goes through one `torchlint.workspace.fs.FileSystem`, created here and
+handed to every reader: a `torchlint.cache.fs.RecordingFileSystem` for a run that `torchlint.cache.replay`
+records (each worker process has its own, whose record comes back with its outcome), the plain one
+otherwise.
+
+This module is imported by a replayed run (`replay`), so it stays light at the top: the linter, LibCST,
+pathspec and the config machinery are imported by the functions that run a check.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torchlint.cache import fs as observe
-from torchlint.cache.results import ResultCache, settings_digest
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.fix.write import WriteRefused
-from torchlint.linter import InternalError, Linter, io_error
 from torchlint.outcome import Outcome, RunOptions
-from torchlint.workspace.discovery import MissingPath, SettingsResolver, Target, discover
-from torchlint.workspace.settings import ConfigError, enabled_codes
-from torchlint.workspace.source import SourceError, SourceFile
+from torchlint.workspace.fs import FileSystem
+
+if TYPE_CHECKING:
+    from torchlint.cache.results import ResultCache
+    from torchlint.linter import Linter
+    from torchlint.workspace.discovery import Target
+    from torchlint.workspace.source import SourceFile
+
+__all__ = ["Outcome", "RunOptions", "available_cpus", "replay", "run"]
 
 # Below this many files a single process wins: each worker pays LibCST's import (about half a second).
 PARALLEL_FROM = 16
+
+
+def replay(options: RunOptions) -> Outcome | None:
+    """The stored outcome of this very run when nothing it read has changed, else None (then `run` it).
+    Light: it imports neither the linter, LibCST, pathspec nor the config machinery."""
+    from torchlint.cache import replay as replays
+
+    return replays.replay(options)
 
 
 def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
     """Check (or fix) every file; a clean check run is recorded for `torchlint.cache.replay`.
 
     Only a run with a fresh linter is recorded: a linter passed in may already know files (its projects'
-    facts) without this run having observed them.
+    facts) without this run having observed them. Such a run reads through the linter's FileSystem.
     """
-    from torchlint.cache import replay
+    from torchlint.cache import replay as replays
+    from torchlint.cache.fs import RecordingFileSystem
+    from torchlint.linter import Linter
 
-    recording = linter is None and replay.replayable(options)
+    recording = linter is None and replays.replayable(options)
+    if linter is not None:
+        fs = getattr(linter, "fs", None) or FileSystem()
+    else:
+        fs = RecordingFileSystem() if recording else FileSystem()
+        linter = Linter(prefilter=options.prefilter, fs=fs)
     if recording:
-        replay.start_recording(options)
-    try:
-        outcome = _run(options, linter)
-    finally:
-        observed = observe.stop() if recording else {}
+        replays.start_recording(options)
+    outcome = _run(options, linter, fs)
     if recording:
-        replay.record(options, outcome, observed)
+        assert isinstance(fs, RecordingFileSystem)
+        fs.absorb(outcome.observed)  # what worker processes read
+        replays.record(options, outcome, fs.record)
     return outcome
 
 
-def _run(options: RunOptions, linter: Linter | None) -> Outcome:
+def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
+    from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+    from torchlint.workspace.settings import ConfigError
+
     outcome = Outcome()
-    linter = linter or Linter(prefilter=options.prefilter)
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
@@ -54,7 +81,7 @@ def _run(options: RunOptions, linter: Linter | None) -> Outcome:
 
         for key in ("select", "extend_select", "ignore"):
             validate_selectors(options.cli_settings.get(key) or [], codes, f"--{key.replace('_', '-')}")
-        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.cli_settings)
+        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.cli_settings, fs=fs)
         targets = discover(options.paths, resolver, options.force_exclude)
     except ConfigError as error:
         outcome.errors.append(str(error))
@@ -63,7 +90,7 @@ def _run(options: RunOptions, linter: Linter | None) -> Outcome:
         outcome.errors.append(f"{missing}: no such file or directory")
         return outcome
 
-    worker = _Worker(linter, options)
+    worker = _Worker(linter, options, fs)
     # Cache hits are answered here; only the files that need checking go to other processes.
     results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]
     pending = [index for index, result in enumerate(results) if result is None]
@@ -77,7 +104,6 @@ def _run(options: RunOptions, linter: Linter | None) -> Outcome:
     for result in results:  # in discovery order, whatever the number of processes
         assert result is not None
         outcome.merge(result)
-    observe.absorb(outcome.observed)  # what worker processes read
     outcome.diagnostics.sort(key=Diagnostic.sort_key)
     return outcome
 
@@ -101,45 +127,58 @@ _process_worker: _Worker | None = None
 
 
 def _start_worker(options: RunOptions) -> None:
-    from torchlint.cache import replay
+    """A worker process's own FileSystem (recording when the parent records) and linter."""
+    from torchlint.cache import replay as replays
+    from torchlint.cache.fs import RecordingFileSystem
+    from torchlint.linter import Linter
 
     global _process_worker
-    _process_worker = _Worker(Linter(prefilter=options.prefilter), options)
-    if replay.replayable(options):
-        observe.start()
+    fs = RecordingFileSystem() if replays.replayable(options) else FileSystem()
+    _process_worker = _Worker(Linter(prefilter=options.prefilter, fs=fs), options, fs)
 
 
 def _check_in_worker(target: Target) -> Outcome:
+    """One file in a worker process; what it read comes back with the outcome, for the parent's record."""
+    from torchlint.cache.fs import RecordingFileSystem
+
     assert _process_worker is not None
     outcome = _process_worker.check(target)
     assert outcome is not None
-    outcome.observed = observe.drain()
+    fs = _process_worker.fs
+    outcome.observed = fs.drain() if isinstance(fs, RecordingFileSystem) else {}
     return outcome
 
 
 class _Worker:
     """Checks (and fixes) one file at a time; one per process, with its linter, projects and caches."""
 
-    def __init__(self, linter: Linter, options: RunOptions) -> None:
+    def __init__(self, linter: Linter, options: RunOptions, fs: FileSystem) -> None:
         self.linter = linter
         self.options = options
+        self.fs = fs
         self._caches: dict[Path, ResultCache] = {}
 
     def _cache_for(self, target: Target) -> ResultCache | None:
+        from torchlint.cache.results import ResultCache
+
         if not self.options.cache or self.options.fix or self.options.diff:
             return None
         root = self.linter.root_of(target.path.parent.resolve())
         if root not in self._caches:
-            self._caches[root] = ResultCache(root)
+            self._caches[root] = ResultCache(root, self.fs)
         return self._caches[root]
 
     def check(self, target: Target, cached_only: bool = False) -> Outcome | None:
         """The outcome for one file; with `cached_only`, None unless the cache can answer."""
+        from torchlint.linter import InternalError, io_error
+        from torchlint.workspace.settings import enabled_codes
+        from torchlint.workspace.source import SourceError, SourceFile
+
         outcome = Outcome(files_checked=1)
         linter, options = self.linter, self.options
         settings = target.settings
         try:
-            source = SourceFile.read(target.path)
+            source = SourceFile.read(target.path, self.fs)
         except SourceError as error:
             if cached_only:
                 return None
@@ -184,32 +223,38 @@ class _Worker:
         return outcome
 
     def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:
+        from torchlint.cache.results import settings_digest
+
         enabled = [rule.code for rule in self.linter.rules_for(target.settings, target.display)]
         return cache.key(target.display, source.raw, settings_digest(target.settings, enabled))
 
     def _from_cache(self, target: Target, source: SourceFile) -> list[Diagnostic] | None:
+        from torchlint.cache.results import file_list_digest
+
         cache = self._cache_for(target)
         if cache is None:
             return None
         cached = cache.load(
             self._key(cache, target, source),
-            lambda: self.linter.project_for(target.path).file_list_digest(),
+            lambda: file_list_digest(self.linter.project_for(target.path).python_files()),
         )
         if cached is not None:
             self.linter.from_cache += 1
         return cached
 
     def _check_cached(self, target: Target, source: SourceFile) -> list[Diagnostic]:
+        from torchlint.cache.results import file_list_digest
+
         cache = self._cache_for(target)
         settings = target.settings
         if cache is None:
             return self.linter.check_text(target.display, source.text, settings)
         key = self._key(cache, target, source)
         diagnostics = self.linter.check_text(target.display, source.text, settings)
-        project = self.linter.project_for(target.path) if target.path.is_file() else None
+        project = self.linter.project_for(target.path) if self.fs.is_file(target.path) else None
         consulted = project.dependencies(target.path) if project is not None else set()
         file_list = (
-            project.file_list_digest()
+            file_list_digest(project.python_files())
             if project is not None and project.asked_who_imports(target.path)
             else None
         )
@@ -230,6 +275,9 @@ def _fix_one(
     A refused result (InternalError from the fixer) or a refused write leaves the file as it was: it is
     reported as an error and its findings are those of the original text.
     """
+    from torchlint.fix.write import WriteRefused, write_source
+    from torchlint.linter import InternalError
+
     try:
         result = linter.fix_text(target.display, source.text, target.settings, unsafe)
     except InternalError as error:
@@ -243,7 +291,7 @@ def _fix_one(
         outcome.diffs.append((target.display, source.text, result.text))
     else:
         try:
-            source.write(result.text)
+            write_source(source, result.text)
         except WriteRefused as refused:
             outcome.errors.append(f"{target.display}: not written: {refused}")
             outcome.files_failed.append(target.display)

@@ -93,8 +93,7 @@ def check(
     show_phase2_count: bool,
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code."""
-    from torchlint.cache.replay import replay
-    from torchlint.outcome import RunOptions
+    from torchlint.api import RunOptions, replay, run
 
     options = RunOptions(
         paths=list(paths) or [Path(".")],
@@ -113,10 +112,8 @@ def check(
         cache=not no_cache,
         prefilter=not no_prefilter,
     )
-    outcome = replay(options)
+    outcome = replay(options)  # light: the linter is imported only by `run`
     if outcome is None:
-        from torchlint.api import run
-
         outcome = run(options)
     if show_phase2_count:
         click.echo(

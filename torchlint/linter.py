@@ -20,6 +20,7 @@ from torchlint.fix.apply import apply
 from torchlint.noqa import read_suppressions
 from torchlint.rules.base import Rule, registered_rules
 from torchlint.workspace.discovery import matches_any
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import Settings, enabled_codes
 
@@ -37,8 +38,16 @@ class InternalError(Exception):
 class Linter:
     """Rules instantiated once per distinct settings, so per-rule options are read once."""
 
-    def __init__(self, rule_classes: dict[str, type[Rule]] | None = None, prefilter: bool = True) -> None:
-        # `rule_classes` replaces the registered rules (tests use it for rules that must not be registered).
+    def __init__(
+        self,
+        rule_classes: dict[str, type[Rule]] | None = None,
+        prefilter: bool = True,
+        fs: FileSystem | None = None,
+    ) -> None:
+        # `rule_classes` replaces the discovered rules (tests use it for rules of their own).
+        # `fs`: what the run's projects and root lookups read through (the real file system by default;
+        # torchlint.api.run passes its own, recording for a replayable run).
+        self.fs = fs if fs is not None else FileSystem()
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.from_cache = 0
@@ -54,11 +63,11 @@ class Linter:
 
         root = self.root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root)
+            self._projects[root] = Project(root, self.fs)
         return self._projects[root]
 
     def root_of(self, folder: Path) -> Path:
-        return project_root(folder, self._roots)
+        return project_root(folder, self.fs, self._roots)
 
     def rules_for(self, settings: Settings, path: str) -> list[Rule]:
         key = id(settings)
@@ -99,8 +108,8 @@ class Linter:
                 found = [diagnostic] if "TL001" in enabled else []
                 return _finish(found, text)
             file = Path(path)
-            project = self.project_for(file) if file.is_file() else None
-            facts = self.facts_of(path, text, module, file if project is not None else None)
+            in_project = self.fs.is_file(file)
+            facts = self.facts_of(path, text, module, file if in_project else None)
             for rule in rules:
                 try:
                     found.extend(rule.check(facts))

@@ -10,7 +10,9 @@ import json
 import os
 from pathlib import Path
 
-CACHE_FOLDER = ".torchlint_cache"  # never walked, never part of an answer
+from torchlint.workspace.fs import CACHE_FOLDER  # never walked, never part of an answer
+
+__all__ = ["CACHE_FOLDER", "prepare", "write_entry"]
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
 
 

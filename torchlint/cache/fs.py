@@ -1,167 +1,163 @@
-"""The file-system questions a run asks, recorded so that a repeated run can tell if its answer holds.
+"""The file system of a replayable run: every question asked, kept with its answer, so a repeated run can
+tell whether its outcome still holds.
 
-Every read that can change a check's result goes through here: a file's content (sources, configs,
-.gitignore files, other project files), a folder's listing (the walk, the project scan) and whether a path
-exists (pyproject.toml and .git on the way up, module candidates). While recording, each question is kept with
-its answer; `still_holds` asks it again. `torchlint.cache.replay` stores the record next to the run's findings.
+`RecordingFileSystem` is the `torchlint.workspace.fs.FileSystem` that `torchlint.api.run` hands to every
+reader of a clean check run (one per run, and one per worker process, whose share comes back with its
+outcome: `drain`, then `absorb` in the parent). Since every read of a check run goes through that object
+(tests/test_filesystem.py), its `record` is everything the outcome depends on: a file's content (sources,
+configs, .gitignore files, other project files), a folder's listing with the kind of each entry (the walk,
+the project scan), what kind of thing a path is (pyproject.toml and .git on the way up, module candidates,
+a symlink's target) and which paths are the same file (discovery's dedup and symlink-loop check).
+`torchlint.cache.replay` stores the record next to the run's findings; `still_holds` asks it all again.
 
 A file or folder is trusted unchanged when its stat signature (size, mtime, ctime, inode) is the one
 recorded, unless it was modified within RACY_NS of when the record was written: file systems with coarse
 timestamps could hide a later edit behind the same mtime (git's "racy" entries), so those are compared by
 content. A changed signature is compared by content too, so `touch` alone costs a re-read, not a re-check.
 The stat is taken before the read, so an edit made during a run shows up as a changed signature next time.
+Identities are compared as a partition (the same paths are still the same files, the others still not), so
+an editor's atomic save, which gives a file a new inode, does not spoil a replay.
 """
 
 from __future__ import annotations
 
 import os
-import stat as stat_module
 from pathlib import Path
 
 from torchlint.cache.digest import content_hash
-from torchlint.cache.folder import CACHE_FOLDER
+from torchlint.workspace.fs import FileSystem, entry_link_kind, identity_of, kind_of, kind_of_mode, listing
 
 RACY_NS = 2_000_000_000
-IGNORED_NAMES = frozenset({CACHE_FOLDER})  # written by the run itself; never part of its answer
 
-_record: dict[str, list] | None = None  # "kind\0path" -> [answer, signature]
-
-
-def start() -> None:
-    global _record
-    _record = {}
-
-
-def stop() -> dict[str, list]:
-    global _record
-    recorded, _record = _record or {}, None
-    return recorded
-
-
-def drain() -> dict[str, list]:
-    """What this process recorded so far (a worker's share of a parallel run), then an empty record."""
-    global _record
-    if _record is None:
-        return {}
-    recorded, _record = _record, {}
-    return recorded
-
-
-def absorb(recorded: dict[str, list]) -> None:
-    if _record is not None:
-        for key, value in recorded.items():
-            _record.setdefault(key, value)
-
-
-def _note(kind: str, path: str, answer, signature) -> None:
-    """Keep the first answer (the earliest signature) when a path is asked about twice in one run."""
-    assert _record is not None
-    _record.setdefault(f"{kind}\0{os.path.abspath(path)}", [answer, signature])
+Record = dict[str, list]  # "question\0absolute path" -> [answer, signature or None]
 
 
 def _signature(result: os.stat_result) -> list[int]:
     return [result.st_size, result.st_mtime_ns, result.st_ctime_ns, result.st_ino]
 
 
-def _kind_of(path: str) -> str | None:
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    return "dir" if stat_module.S_ISDIR(mode) else "file" if stat_module.S_ISREG(mode) else "other"
+def _listing_digest(entries: list[os.DirEntry]) -> str:
+    """Names and what each entry itself is: a file replaced by a folder of the same name is a change."""
+    return content_hash("\0".join(f"{entry.name}\1{entry_link_kind(entry)}" for entry in entries).encode())
 
 
-# -- the questions ------------------------------------------------------------------------------------------
+class RecordingFileSystem(FileSystem):
+    """The real file system, with every question and its answer kept in `record` (first answer wins)."""
 
+    def __init__(self) -> None:
+        self.record: Record = {}
 
-def kind(path: Path | str) -> str | None:
-    """ "file", "dir", "other" or None (missing), following symlinks like Path.is_file()."""
-    text = os.fspath(path)
-    answer = _kind_of(text)
-    if _record is not None:
-        _note("kind", text, answer, None)
-    return answer
+    def drain(self) -> Record:
+        """What was recorded so far (a worker's share of a parallel run), leaving an empty record."""
+        recorded, self.record = self.record, {}
+        return recorded
 
+    def absorb(self, recorded: Record) -> None:
+        """Add another process's record; where both asked the same question, the earlier answer stays."""
+        for key, value in recorded.items():
+            self.record.setdefault(key, value)
 
-def is_file(path: Path | str) -> bool:
-    return kind(path) == "file"
+    def _note(self, question: str, path: str, answer, signature) -> None:
+        """Keep the first answer (the earliest signature) when a path is asked about twice in one run."""
+        self.record.setdefault(f"{question}\0{os.path.abspath(path)}", [answer, signature])
 
+    # -- the questions ------------------------------------------------------------------------------------
 
-def is_dir(path: Path | str) -> bool:
-    return kind(path) == "dir"
+    def kind(self, path: Path | str) -> str | None:
+        text = os.fspath(path)
+        answer = kind_of(text)
+        self._note("kind", text, answer, None)
+        return answer
 
+    def link_kind(self, path: Path | str) -> str | None:
+        text = os.fspath(path)
+        answer = kind_of(text, follow_symlinks=False)
+        self._note("link", text, answer, None)
+        return answer
 
-def exists(path: Path | str) -> bool:
-    return kind(path) is not None
+    def identity(self, path: Path | str) -> tuple[int, int] | None:
+        text = os.fspath(path)
+        answer = identity_of(text)
+        self._note("identity", text, list(answer) if answer is not None else None, None)
+        return answer
 
-
-def read_bytes(path: Path | str) -> bytes:
-    """The file's bytes (OSError as usual), recorded with the signature taken before reading."""
-    text = os.fspath(path)
-    if _record is None:  # not recording (--fix, the library): no extra stat, no hashing
+    def read_bytes(self, path: Path | str) -> bytes:
+        """The file's bytes (OSError as usual), recorded with the signature taken before reading."""
+        text = os.fspath(path)
         with open(text, "rb") as handle:
-            return handle.read()
-    with open(text, "rb") as handle:
-        signature = _signature(os.fstat(handle.fileno()))
-        data = handle.read()
-    _note("content", text, content_hash(data), signature)
-    return data
+            signature = _signature(os.fstat(handle.fileno()))
+            data = handle.read()
+        self._note("content", text, content_hash(data), signature)
+        return data
 
+    def scandir(self, path: Path | str) -> list[os.DirEntry]:
+        text = os.fspath(path)
+        signature = _signature(os.stat(text))
+        entries = listing(text)
+        self._note("listing", text, _listing_digest(entries), signature)
+        return entries
 
-def read_text(path: Path | str, errors: str = "strict") -> str:
-    return read_bytes(path).decode("utf-8", errors=errors)
+    # `entry_kind` needs nothing of its own: an entry's own kind is part of its folder's listing, and a
+    # symlink's target is asked through `kind`.
 
+    # -- asking again -------------------------------------------------------------------------------------
 
-def _listing(path: str) -> list[os.DirEntry]:
-    return sorted((e for e in os.scandir(path) if e.name not in IGNORED_NAMES), key=lambda e: e.name)
+    @staticmethod
+    def still_holds(recorded: Record, written_ns: int) -> tuple[bool, Record | None]:
+        """Whether every recorded answer is still the same; and, when some had to be re-derived by content,
+        the record with those entries' fresh signatures (taken before re-reading), worth writing back."""
+        stats: dict[str, os.stat_result | None] = {}  # one stat per path, whatever asked about it
 
+        def stat(path: str) -> os.stat_result | None:
+            if path not in stats:
+                try:
+                    stats[path] = os.stat(path)
+                except (OSError, ValueError):
+                    stats[path] = None
+            return stats[path]
 
-def _names_digest(entries: list[os.DirEntry]) -> str:
-    return content_hash("\0".join(entry.name for entry in entries).encode())
-
-
-def scandir(path: Path | str) -> list[os.DirEntry]:
-    """The folder's entries sorted by name (OSError as usual), the run's own cache folder left out."""
-    text = os.fspath(path)
-    if _record is None:
-        return _listing(text)
-    signature = _signature(os.stat(text))
-    entries = _listing(text)
-    _note("listing", text, _names_digest(entries), signature)
-    return entries
-
-
-# -- asking again -------------------------------------------------------------------------------------------
-
-
-def still_holds(recorded: dict[str, list], written_ns: int) -> tuple[bool, dict[str, list] | None]:
-    """Whether every recorded answer is still the same; and, when some had to be re-derived by content,
-    the record with those entries' fresh signatures (taken before re-reading), worth writing back."""
-    fresh: dict[str, list] | None = None
-    for key, (answer, signature) in recorded.items():
-        kind_name, _, path = key.partition("\0")
-        if kind_name == "kind":
-            if _kind_of(path) != answer:
+        fresh: Record | None = None
+        then: dict[tuple[int, int], set[str]] = {}
+        now: dict[tuple[int, int], set[str]] = {}
+        for key, (answer, signature) in recorded.items():
+            question, _, path = key.partition("\0")
+            if question == "link":
+                if kind_of(path, follow_symlinks=False) != answer:
+                    return False, None
+                continue
+            result = stat(path)
+            if question == "kind":
+                if (kind_of_mode(result.st_mode) if result is not None else None) != answer:
+                    return False, None
+                continue
+            if question == "identity":
+                if (result is None) != (answer is None):
+                    return False, None
+                if result is not None:
+                    then.setdefault(tuple(answer), set()).add(path)
+                    now.setdefault((result.st_dev, result.st_ino), set()).add(path)
+                continue
+            if result is None:
                 return False, None
-            continue
-        try:
-            now = _signature(os.stat(path))
-        except (OSError, ValueError):
-            return False, None
-        if now == signature and max(now[1], now[2]) < written_ns - RACY_NS:
-            continue
-        try:
-            if kind_name == "content":
-                with open(path, "rb") as handle:
-                    now = _signature(os.fstat(handle.fileno()))
-                    again = content_hash(handle.read())
-            else:
-                again = _names_digest(_listing(path))
-        except OSError:
-            return False, None
-        if again != answer:
-            return False, None
-        if fresh is None:
-            fresh = dict(recorded)
-        fresh[key] = [answer, now]
-    return True, fresh
+            current = _signature(result)
+            if current == signature and max(current[1], current[2]) < written_ns - RACY_NS:
+                continue
+            try:
+                if question == "content":
+                    with open(path, "rb") as handle:
+                        current = _signature(os.fstat(handle.fileno()))
+                        again = content_hash(handle.read())
+                elif question == "listing":
+                    again = _listing_digest(listing(path))
+                else:
+                    return False, None  # a question this version does not know
+            except OSError:
+                return False, None
+            if again != answer:
+                return False, None
+            if fresh is None:
+                fresh = dict(recorded)
+            fresh[key] = [answer, current]
+        if sorted(map(sorted, then.values())) != sorted(map(sorted, now.values())):
+            return False, None  # files that were one are not any more, or the other way round
+        return True, fresh

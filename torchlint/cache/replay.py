@@ -1,14 +1,16 @@
 """Replaying a run: the same check over unchanged files answers from a record, checking nothing again.
 
-The per-file result cache (`torchlint.cache.results`) already spares LibCST for unchanged files, but a run that uses
-it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads every file:
-0.16-0.26 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is almost
-always the one from last time (pre-commit re-runs, an editor saving twice, CI retrying). So every clean
-check run (not --fix, not --diff, the cache enabled) also stores its whole outcome, together with every
-file-system question it asked (`torchlint.cache.fs`): file contents, folder listings, the existence of each
-pyproject.toml, .git and module candidate it looked for. The next run with the same command line in the
-same folder asks those questions again, by stat signature (and by content where that is not conclusive);
-if every answer holds, it prints the stored outcome. Anything else, and it runs as usual.
+The per-file result cache (`torchlint.cache.results`) already spares LibCST for unchanged files, but a run
+that uses it still imports the linter, reads the configs, walks and matches .gitignore patterns and reads
+every file: 0.16-0.26 s on the benchmark trees (bench/lint_speed.py, "warm per-file"), for an answer that is
+almost always the one from last time (pre-commit re-runs, an editor saving twice, CI retrying). So every
+clean check run (not --fix, not --diff, the cache enabled) also stores its whole outcome, together with every
+file-system question it asked: `torchlint.api.run` gives such a run a `RecordingFileSystem`
+(`torchlint.cache.fs`) that every reader of the run asks — file contents, folder listings and the kind of
+each entry, the existence of each pyproject.toml, .git and module candidate it looked for, which paths are
+the same file. The next run with the same command line in the same folder asks those questions again, by
+stat signature (and by content where that is not conclusive); if every answer holds, it prints the stored
+outcome. Anything else, and it runs as usual.
 
 Runs that reported errors, or files that could not be read, are never recorded: they are checked again.
 The record lives at `.torchlint_cache/runs/` in the project root of the first path given.
@@ -24,14 +26,15 @@ import time
 from pathlib import Path
 
 from torchlint import __version__
-from torchlint.cache import fs as observe
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import CACHE_FOLDER, prepare, write_entry
+from torchlint.cache.fs import RecordingFileSystem
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 
-FORMAT = 1
+FORMAT = 2  # 2: listings with the kind of each entry, symlink and identity questions
 MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only
 
 
@@ -48,7 +51,7 @@ def replay(options: RunOptions) -> Outcome | None:
         record = json.loads(path.read_text(encoding="utf-8"))
         if record["format"] != FORMAT:
             return None
-        holds, refreshed = observe.still_holds(record["observed"], record["written_ns"])
+        holds, refreshed = RecordingFileSystem.still_holds(record["observed"], record["written_ns"])
         if not holds:
             return None
         outcome = _outcome(record["outcome"])
@@ -65,11 +68,11 @@ def start_recording(options: RunOptions) -> None:
     seconds re-read the root as "racy")."""
     with contextlib.suppress(OSError):
         prepare(_record_path(options).parent)
-    observe.start()
 
 
 def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> None:
-    """Store a finished run's outcome with what it observed (only clean runs; see the module doc)."""
+    """Store a finished run's outcome with what its RecordingFileSystem recorded (only clean runs; see the
+    module doc)."""
     if not replayable(options) or outcome.errors or outcome.files_failed:
         return
     if any(d.code == "TL002" for d in outcome.diagnostics):
@@ -121,7 +124,8 @@ def _key(options: RunOptions) -> str:
 
 
 def _record_path(options: RunOptions) -> Path:
-    root = project_root(Path(os.path.abspath(options.paths[0])))
+    """Where the record lives: not part of the run's answer, so its root is looked up unrecorded."""
+    root = project_root(Path(os.path.abspath(options.paths[0])), FileSystem())
     return root / CACHE_FOLDER / "runs" / f"{_key(options)}.json"
 
 

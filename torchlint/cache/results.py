@@ -5,6 +5,8 @@ version, together with the content hashes of every other project file its analys
 for train.py's `train_one_epoch`, and — when the file asked who imports it — every file's imports). A hit
 needs all of those to be unchanged, so editing `model.py` re-checks `train.py`.
 
+The files an entry depends on are read through the run's FileSystem (`torchlint.workspace.fs`), so a
+replayed run's record covers them; the entries themselves are the cache's own files, read directly.
 Writes are atomic (temp file, then rename), so concurrent runs never see half an entry; an entry that does
 not parse is ignored and rebuilt, never fatal. The folder carries a CACHEDIR.TAG and ignores itself in git.
 """
@@ -17,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchlint import __version__
-from torchlint.cache import fs as observe
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import CACHE_FOLDER, write_entry
 from torchlint.diagnostics import Diagnostic
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
 
 
@@ -41,15 +43,21 @@ def _settings_digest(settings: Settings, enabled: tuple[str, ...]) -> str:
     return content_hash(repr(relevant).encode())
 
 
+def file_list_digest(files: list[Path]) -> str:
+    """The project's file list, for entries whose findings depend on who imports the file."""
+    return content_hash("\0".join(map(str, files)).encode())
+
+
 class ResultCache:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fs: FileSystem) -> None:
         self.folder = root / CACHE_FOLDER / "results"
+        self.fs = fs  # the run's: the project files an entry depends on are read through it
         self._hashes: dict[Path, str | None] = {}
 
     def file_hash(self, path: Path) -> str | None:
         if path not in self._hashes:
             try:
-                self._hashes[path] = content_hash(observe.read_bytes(path))
+                self._hashes[path] = content_hash(self.fs.read_bytes(path))
             except OSError:
                 self._hashes[path] = None
         return self._hashes[path]

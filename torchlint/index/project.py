@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.cache import fs as observe
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
 
@@ -29,7 +29,9 @@ ALL_FILES = Path("<every project file's imports>")
 
 
 class Project:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fs: FileSystem | None = None) -> None:
+        # Every file the index reads, lists or looks for is asked of `fs` (the run's; else the real one).
+        self.fs = fs if fs is not None else FileSystem()
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
@@ -51,10 +53,9 @@ class Project:
         their contents: a new file that imports a factory changes the factory's findings."""
         return ALL_FILES in self._consulted(file)
 
-    def file_list_digest(self) -> str:
-        from torchlint.cache.digest import content_hash
-
-        return content_hash("\0".join(map(str, self._python_files())).encode())
+    def python_files(self) -> list[Path]:
+        """Every Python file of the project (what "who imports this file?" was answered from)."""
+        return list(self._python_files())
 
     def _consulted(self, file: Path) -> set[Path]:
         seen: set[Path] = set()
@@ -82,10 +83,10 @@ class Project:
             base = importer.parent
             for _ in range(level - 1):
                 base = base.parent
-            return _find_module(base, parts)
+            return _find_module(base, parts, self.fs)
         folder = importer.parent
         while True:
-            found = _find_module(folder, parts)
+            found = _find_module(folder, parts, self.fs)
             if found is not None:
                 return found
             if folder == self.root or folder.parent == folder or self.root not in folder.parents:
@@ -121,7 +122,7 @@ class Project:
         from torchlint.facts.syntax.module import SourceModule
 
         try:
-            source = SourceFile.read(path)
+            source = SourceFile.read(path, self.fs)
             module = cst.parse_module(source.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
@@ -141,7 +142,7 @@ class Project:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tree = ast.parse(observe.read_bytes(file))
+                    tree = ast.parse(self.fs.read_bytes(file))
             except (OSError, SyntaxError, ValueError, RecursionError):
                 continue
             for node in ast.walk(tree):
@@ -167,13 +168,13 @@ class Project:
         while folders and len(found) <= MAX_PROJECT_FILES:
             folder = folders.pop(0)
             try:
-                entries = observe.scandir(folder)
+                entries = self.fs.scandir(folder)
             except OSError:
                 continue
             subfolders = []
             for entry in entries:
                 try:
-                    if entry.is_dir(follow_symlinks=False):
+                    if self.fs.entry_kind(entry, follow_symlinks=False) == "dir":
                         if entry.name not in DEFAULT_EXCLUDES and not entry.name.startswith("."):
                             subfolders.append(entry.path)
                     elif entry.name.endswith(".py"):
@@ -185,13 +186,13 @@ class Project:
         return found
 
 
-def _find_module(base: Path, parts: list[str]) -> Path | None:
+def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
     if not parts:
         init = base / "__init__.py"
-        return init.resolve() if observe.is_file(init) else None
+        return init.resolve() if fs.is_file(init) else None
     candidate = base.joinpath(*parts)
     for path in (candidate.with_name(candidate.name + ".py"), candidate / "__init__.py"):
-        if observe.is_file(path):
+        if fs.is_file(path):
             return path.resolve()
     return None
 

@@ -3,7 +3,8 @@
 Like ruff: directories are walked recursively for `.py` files; `exclude` patterns and `.gitignore` files prune
 the walk; a file named explicitly is checked even if excluded, unless `--force-exclude` (what pre-commit
 needs, since it names files). Settings come from the nearest `pyproject.toml` with a `[tool.torchlint]`
-table above each file, or from `--config` for all of them.
+table above each file, or from `--config` for all of them. Every file-system question (configs, .gitignore
+files, the walk, which paths are the same file) is asked of the run's FileSystem (`torchlint.workspace.fs`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pathspec
 
-from torchlint.cache import fs as observe
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import ConfigError, Settings, has_tool_table, load_settings
 
@@ -29,7 +30,10 @@ class SettingsResolver:
         rule_options: dict[str, dict],
         config_file: Path | None = None,
         cli: dict | None = None,
+        *,
+        fs: FileSystem,
     ) -> None:
+        self.fs = fs  # the run's: configs are read, and roots found, through it
         self.known_codes = known_codes
         self.rule_options = rule_options
         self.cli = cli or {}
@@ -38,14 +42,14 @@ class SettingsResolver:
         self._fixed: Settings | None = None
         self.roots: dict[Path, Path] = {}  # project_root's memo for this run
         if config_file is not None:
-            if not observe.is_file(config_file):
+            if not fs.is_file(config_file):
                 raise ConfigError(f"{config_file}: config file does not exist")
             self._fixed = self._load(config_file)
 
     def _load(self, path: Path) -> Settings:
         cached = self._by_file.get(path)
         if cached is None:
-            settings = load_settings(path, self.known_codes, self.rule_options)
+            settings = load_settings(path, self.known_codes, self.rule_options, self.fs)
             cached = self._by_file[path] = settings.with_cli(**self.cli)
         return cached
 
@@ -59,14 +63,14 @@ class SettingsResolver:
         found = self._by_dir.get(directory)
         if found is None:
             candidate = directory / "pyproject.toml"
-            if observe.is_file(candidate) and has_tool_table(candidate):
+            if self.fs.is_file(candidate) and has_tool_table(candidate, self.fs):
                 found = self._load(candidate)
             elif directory.parent != directory:
                 found = self.for_directory(directory.parent)
                 if found.source is None:  # defaults, anchored at the nearest project root
-                    found = self._defaults(project_root(directory, self.roots))
+                    found = self._defaults(project_root(directory, self.fs, self.roots))
             else:
-                found = self._defaults(project_root(directory, self.roots))
+                found = self._defaults(project_root(directory, self.fs, self.roots))
             self._by_dir[directory] = found
         self._by_dir[given] = found
         return found
@@ -132,7 +136,8 @@ def matches_any(path: Path, settings: Settings, pattern: str) -> bool:
 class GitIgnore:
     """The .gitignore files from the repository root down, each applying to its own folder."""
 
-    def __init__(self) -> None:
+    def __init__(self, fs: FileSystem) -> None:
+        self.fs = fs
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
         self._chains: dict[Path, list[tuple[str, pathspec.GitIgnoreSpec]]] = {}
         self._roots: dict[Path, Path | None] = {}
@@ -141,9 +146,9 @@ class GitIgnore:
         if directory not in self._specs:
             spec = None
             ignore_file = directory / ".gitignore"
-            if observe.is_file(ignore_file):
+            if self.fs.is_file(ignore_file):
                 try:
-                    lines = observe.read_text(ignore_file, errors="replace").splitlines()
+                    lines = self.fs.read_text(ignore_file, errors="replace").splitlines()
                     spec = pathspec.GitIgnoreSpec.from_lines(lines)
                 except OSError:
                     spec = None
@@ -154,7 +159,7 @@ class GitIgnore:
         """The .gitignore specs that apply in `directory`, from the repository root down (cached)."""
         chain = self._chains.get(directory)
         if chain is None:
-            root = _repository_root(directory, self._roots)
+            root = _repository_root(directory, self._roots, self.fs)
             if root is None:
                 chain = []
             else:
@@ -177,15 +182,15 @@ class GitIgnore:
         return verdict
 
 
-def _repository_root(directory: Path, memo: dict[Path, Path | None]) -> Path | None:
+def _repository_root(directory: Path, memo: dict[Path, Path | None], fs: FileSystem) -> Path | None:
     """Memoised per run (not per process): a long-lived process (the LSP) must see a new .git."""
     if directory not in memo:
-        if observe.exists(directory / ".git"):
+        if fs.exists(directory / ".git"):
             memo[directory] = directory
         elif directory.parent == directory:
             memo[directory] = None
         else:
-            memo[directory] = _repository_root(directory.parent, memo)
+            memo[directory] = _repository_root(directory.parent, memo, fs)
     return memo[directory]
 
 
@@ -194,16 +199,17 @@ class MissingPath(Exception):
 
 
 def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool) -> list[Target]:
-    """Every file to check, each once, sorted as the output will be."""
+    """Every file to check, each once, sorted as the output will be; asked of the resolver's FileSystem."""
+    fs = resolver.fs
     for path in paths:
-        if not observe.exists(path) and not path.is_symlink():
+        if not fs.exists(path) and not fs.is_symlink(path):
             raise MissingPath(str(path))
-    gitignore = GitIgnore()
+    gitignore = GitIgnore(fs)
     seen: set[object] = set()
     targets: list[Target] = []
     for path in paths:
         for file, display in _expand(path, resolver, gitignore, force_exclude):
-            real = _identity(file)
+            real = _identity(file, fs)
             if real in seen:
                 continue
             seen.add(real)
@@ -212,19 +218,18 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
     return targets
 
 
-def _identity(file: Path) -> object:
+def _identity(file: Path, fs: FileSystem) -> object:
     """The same file reached twice (through a symlink, or named twice) has one identity: its inode."""
-    try:
-        stat = os.stat(file)
-    except OSError:
+    identity = fs.identity(file)
+    if identity is None:
         return file.resolve()  # missing or dangling: reported (TL002) under its resolved name
-    return (stat.st_dev, stat.st_ino)
+    return identity
 
 
 def _expand(
     path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
 ) -> Iterator[tuple[Path, str]]:
-    if not observe.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
+    if not resolver.fs.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
         settings = resolver.for_file(path)
         if force_exclude and (
             is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
@@ -244,23 +249,22 @@ def _walk(
     force_exclude: bool,
 ) -> Iterator[tuple[Path, str]]:
     directory = directory.absolute()
-    try:
-        stat = directory.stat()
-    except OSError:
+    fs = resolver.fs
+    key = fs.identity(directory)
+    if key is None:
         return
-    key = (stat.st_dev, stat.st_ino)
     if key in visited:  # a symlink loop, or the same folder reached twice
         return
     visited.add(key)
     settings = resolver.for_directory(directory)
     try:
-        entries = observe.scandir(directory)
+        entries = fs.scandir(directory)
     except OSError:
         return
     for entry in entries:
         child = Path(entry.path)
         try:
-            is_dir = entry.is_dir()
+            is_dir = fs.entry_kind(entry) == "dir"
         except OSError:
             continue
         if is_excluded(child, settings, is_dir) or (

@@ -1,30 +1,31 @@
 """Where a project starts: the folder its cross-file index, its settings defaults and its cache belong to.
 
-Kept apart from file discovery so that a replayed run (torchlint.cache.replay) can find its record without loading
-pathspec or the config machinery.
+Kept apart from file discovery so that a replayed run (torchlint.cache.replay) can find its record without
+loading pathspec or the config machinery. The questions are asked of the FileSystem passed in.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from torchlint.cache import fs as observe
+from torchlint.workspace.fs import FileSystem
 
 
-def project_root(directory: Path, memo: dict[Path, Path] | None = None) -> Path:
-    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory.
+def project_root(directory: Path, fs: FileSystem, memo: dict[Path, Path] | None = None) -> Path:
+    """The nearest folder with a pyproject.toml or a .git above `directory`, else the working directory,
+    asked of `fs` (the run's FileSystem).
 
     `memo` (one per run, never per process: a long-lived process must see a new pyproject.toml) shares the
     walk up between sibling folders.
     """
     if memo is not None and directory in memo:
         return memo[directory]
-    if observe.is_file(directory / "pyproject.toml") or observe.exists(directory / ".git"):
+    if fs.is_file(directory / "pyproject.toml") or fs.exists(directory / ".git"):
         root = directory
     elif directory.parent == directory:
         root = Path.cwd().resolve()
     else:
-        root = project_root(directory.parent, memo)
+        root = project_root(directory.parent, fs, memo)
     if memo is not None:
         memo[directory] = root
     return root

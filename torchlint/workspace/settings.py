@@ -12,8 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchlint.cache import fs as observe
-from torchlint.cache.folder import CACHE_FOLDER
+from torchlint.workspace.fs import CACHE_FOLDER, FileSystem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,19 +122,22 @@ _KEYS: dict[str, str] = {
 }
 
 
-def has_tool_table(pyproject: Path) -> bool:
+def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
     """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?"""
     try:
-        text = observe.read_text(pyproject)
+        text = fs.read_text(pyproject)
     except OSError:
         return False
     return "tool.torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
 
 
-def load_settings(config_file: Path, known_codes: list[str], rule_options: dict[str, dict]) -> Settings:
-    """Settings from a pyproject.toml (its [tool.torchlint] table) or a torchlint.toml-style file."""
+def load_settings(
+    config_file: Path, known_codes: list[str], rule_options: dict[str, dict], fs: FileSystem
+) -> Settings:
+    """Settings from a pyproject.toml (its [tool.torchlint] table) or a torchlint.toml-style file, read
+    through `fs` (the run's FileSystem)."""
     try:
-        text = observe.read_text(config_file)
+        text = fs.read_text(config_file)
     except OSError as error:
         raise ConfigError(f"{config_file}: cannot read: {error.strerror or error}") from None
     document = _parse(config_file, text)

@@ -11,7 +11,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchlint.cache import fs as observe
+from torchlint.workspace.fs import FileSystem
 
 
 class SourceError(Exception):
@@ -31,11 +31,13 @@ class SourceFile:
     raw: bytes
 
     @classmethod
-    def read(cls, path: Path) -> SourceFile:
-        if observe.is_dir(path):
+    def read(cls, path: Path, fs: FileSystem | None = None) -> SourceFile:
+        """The file read through `fs` (the run's FileSystem; the real one by default) and decoded."""
+        fs = fs if fs is not None else FileSystem()
+        if fs.is_dir(path):
             raise SourceError("is a directory, not a file")
         try:
-            raw = observe.read_bytes(path)
+            raw = fs.read_bytes(path)
         except OSError as error:
             raise SourceError(f"cannot read: {error.strerror or error}") from None
         return cls.decode(path, raw)
@@ -64,9 +66,3 @@ class SourceFile:
 
     def encode(self, text: str) -> bytes:
         return (b"\xef\xbb\xbf" if self.bom else b"") + text.encode(self.encoding)
-
-    def write(self, text: str) -> None:
-        """Write `text` back, re-encoded like this file; see `torchlint.fix.write` (raises WriteRefused)."""
-        from torchlint.fix.write import write_source
-
-        write_source(self, text)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from torchlint._lazy import cst
-from torchlint.diagnostics import LineIndex
 from torchlint.facts.syntax.collect import (
     CallRecord,
     ClassRecord,
@@ -34,6 +33,7 @@ from torchlint.facts.syntax.collect import (
 )
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.syntax.values import Evaluator, Value
+from torchlint.positions import LineIndex
 
 Analysis = TypeVar("Analysis")
 
