@@ -460,7 +460,7 @@ def test_a_replayed_run_stays_light(project):
         "import sys\nfrom torchlint.cli import main\n"
         "try:\n    main(['--show-phase2-count', '.'])\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in sys.modules if m in ('torchlint.linter', 'pathspec', 'tomllib', 'tomli')"
-        " or m.startswith('libcst.') or m.startswith('torchlint.workspace.settings')]\n"
+        " or m.startswith(('libcst.', 'torchlint.workspace.discovery', 'torchlint.rules'))]\n"
         "print('heavy:', heavy, file=sys.stderr)\n"
     )
     first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=project)

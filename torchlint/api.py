@@ -77,11 +77,8 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
-        from torchlint.workspace.settings import validate_selectors
-
-        for key in ("select", "extend_select", "ignore"):
-            validate_selectors(options.cli_settings.get(key) or [], codes, f"--{key.replace('_', '-')}")
-        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.cli_settings, fs=fs)
+        options.overrides.validate(codes)
+        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
         targets = discover(options.paths, resolver, options.force_exclude)
     except ConfigError as error:
         outcome.errors.append(str(error))

@@ -94,18 +94,14 @@ def check(
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code."""
     from torchlint.api import RunOptions, replay, run
+    from torchlint.workspace.settings import CliOverrides
 
     options = RunOptions(
         paths=list(paths) or [Path(".")],
         fix=fix,
         unsafe_fixes=unsafe_fixes,
         diff=diff,
-        cli_settings={
-            "select": select,
-            "extend_select": extend_select,
-            "ignore": ignore,
-            "unsafe_fixes": unsafe_fixes,
-        },
+        overrides=CliOverrides(tuple(select), tuple(extend_select), tuple(ignore), unsafe_fixes),
         config_file=config_file,
         force_exclude=force_exclude,
         jobs=jobs,

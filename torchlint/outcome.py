@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.workspace.settings import CliOverrides
 
 
 @dataclass
@@ -14,7 +15,7 @@ class RunOptions:
     fix: bool = False
     unsafe_fixes: bool = False
     diff: bool = False
-    cli_settings: dict = field(default_factory=dict)
+    overrides: CliOverrides = CliOverrides()  # --select, --extend-select, --ignore, --unsafe-fixes
     config_file: Path | None = None
     force_exclude: bool = False
     jobs: int | None = None  # None: the CPUs this process may use

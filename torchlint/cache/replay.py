@@ -108,7 +108,7 @@ def _outcome(stored: dict) -> Outcome:
 def _key(options: RunOptions) -> str:
     """Everything about the command that can change its outcome (not how it is printed, nor --jobs)."""
     config = os.path.abspath(options.config_file) if options.config_file is not None else None
-    settings = sorted((name, repr(value)) for name, value in options.cli_settings.items())
+    settings = repr(options.overrides)
     relevant = (
         os.getcwd(),
         [os.path.abspath(path) for path in options.paths],

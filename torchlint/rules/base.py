@@ -17,20 +17,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from torchlint.diagnostics import Diagnostic, Fix, Severity
+from torchlint.workspace.settings import FAMILIES
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts, Node
     from torchlint.workspace.settings import Settings
-
-FAMILIES = {
-    "0": "errors",
-    "1": "compile",
-    "2": "data loading",
-    "3": "mixed precision",
-    "4": "checkpointing",
-    "5": "tuning guide",
-    "6": "distributed",
-}
 
 
 class FixAvailability(enum.Enum):

@@ -18,7 +18,7 @@ import pathspec
 
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
-from torchlint.workspace.settings import ConfigError, Settings, has_tool_table, load_settings
+from torchlint.workspace.settings import CliOverrides, ConfigError, Settings, has_tool_table, load_settings
 
 
 class SettingsResolver:
@@ -29,14 +29,14 @@ class SettingsResolver:
         known_codes: list[str],
         rule_options: dict[str, dict],
         config_file: Path | None = None,
-        cli: dict | None = None,
+        cli: CliOverrides | None = None,
         *,
         fs: FileSystem,
     ) -> None:
         self.fs = fs  # the run's: configs are read, and roots found, through it
         self.known_codes = known_codes
         self.rule_options = rule_options
-        self.cli = cli or {}
+        self.cli = cli or CliOverrides()
         self._by_dir: dict[Path, Settings] = {}
         self._by_file: dict[Path, Settings] = {}
         self._fixed: Settings | None = None
@@ -50,7 +50,7 @@ class SettingsResolver:
         cached = self._by_file.get(path)
         if cached is None:
             settings = load_settings(path, self.known_codes, self.rule_options, self.fs)
-            cached = self._by_file[path] = settings.with_cli(**self.cli)
+            cached = self._by_file[path] = settings.with_cli(self.cli)
         return cached
 
     def for_directory(self, directory: Path) -> Settings:
@@ -78,7 +78,7 @@ class SettingsResolver:
     def _defaults(self, root: Path) -> Settings:
         key = root / "<defaults>"
         if key not in self._by_file:
-            self._by_file[key] = Settings(root=root).with_cli(**self.cli)
+            self._by_file[key] = Settings(root=root).with_cli(self.cli)
         return self._by_file[key]
 
     def for_file(self, path: Path) -> Settings:

@@ -14,10 +14,17 @@ from typing import Any
 
 from torchlint.workspace.fs import CACHE_FOLDER, FileSystem
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+# The rule families: the hundred of a code (TL2xx is data loading). A family prefix (`TL4`) is a valid
+# selector before any of its rules ship; `torchlint rules` and the docs name families from here.
+FAMILIES = {
+    "0": "errors",
+    "1": "compile",
+    "2": "data loading",
+    "3": "mixed precision",
+    "4": "checkpointing",
+    "5": "tuning guide",
+    "6": "distributed",
+}
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -38,6 +45,26 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class CliOverrides:
+    """The command-line options that change settings, applied over each file's `[tool.torchlint]`:
+    `--select` replaces, `--extend-select` and `--ignore` add, `--unsafe-fixes` turns on."""
+
+    select: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+
+    def validate(self, known: list[str]) -> None:
+        """ConfigError naming the option for a selector that is not a rule code or prefix."""
+        for option, selectors in (
+            ("--select", self.select),
+            ("--extend-select", self.extend_select),
+            ("--ignore", self.ignore),
+        ):
+            validate_selectors(selectors, known, option)
+
+
+@dataclass(frozen=True)
 class Settings:
     select: tuple[str, ...] = ("ALL",)
     extend_select: tuple[str, ...] = ()
@@ -54,16 +81,16 @@ class Settings:
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
 
-    def with_cli(self, **overrides: Any) -> Settings:
-        """Command-line options over the file: --select replaces, --extend-select/--ignore add."""
+    def with_cli(self, overrides: CliOverrides) -> Settings:
+        """The command line's options over the file's settings."""
         changes: dict[str, Any] = {}
-        if overrides.get("select"):
-            changes["select"] = tuple(overrides["select"])
-        if overrides.get("extend_select"):
-            changes["extend_select"] = self.extend_select + tuple(overrides["extend_select"])
-        if overrides.get("ignore"):
-            changes["ignore"] = self.ignore + tuple(overrides["ignore"])
-        if overrides.get("unsafe_fixes"):
+        if overrides.select:
+            changes["select"] = overrides.select
+        if overrides.extend_select:
+            changes["extend_select"] = self.extend_select + overrides.extend_select
+        if overrides.ignore:
+            changes["ignore"] = self.ignore + overrides.ignore
+        if overrides.unsafe_fixes:
             changes["unsafe_fixes"] = True
         return replace(self, **changes) if changes else self
 
@@ -99,7 +126,7 @@ def validate_selectors(selectors: tuple[str, ...] | list[str], known: list[str],
             raise ConfigError(
                 f"{where}: {selector!r} is not a rule code or prefix (expected e.g. TL303, TL3, ALL)"
             )
-        if selector == "ALL" or len(selector) < 5 and selector[2:3] in "123456":
+        if selector == "ALL" or len(selector) < 5 and selector[2:3] in FAMILIES and selector[2:3] != "0":
             continue  # families exist even before all their rules do
         if not any(code.startswith(selector) for code in known):
             raise ConfigError(f"{where}: unknown rule code {selector!r}")
@@ -148,6 +175,11 @@ def load_settings(
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
+    # Imported here: Settings and CliOverrides are also used by a replayed run, which reads no config.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
