@@ -13,7 +13,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from torchlint.facts import ModuleFacts
+from torchlint.facts import ModuleFacts, SourceModule
 
 
 def sources() -> list[tuple[str, str]]:
@@ -30,7 +30,7 @@ def sources() -> list[tuple[str, str]]:
 
 
 def analyse(path: str, text: str) -> None:
-    facts = ModuleFacts(path, text, cst.parse_module(text))
+    facts = ModuleFacts(SourceModule(path, text, cst.parse_module(text)))
     for loader in facts.loaders:  # every question the data-loading rules ask
         facts.loader_uses(loader)
         facts.datasets.kind(loader)

@@ -129,17 +129,17 @@ def facts_of(source: str, path: str = "example.py"):
     """The facts of an inline module (no project: cross-file questions answer "unknown")."""
     import libcst as cst
 
-    from torchlint.facts import ModuleFacts
+    from torchlint.facts import ModuleFacts, SourceModule
 
     text = textwrap.dedent(source)
-    return ModuleFacts(path, text, cst.parse_module(text))
+    return ModuleFacts(SourceModule(path, text, cst.parse_module(text)))
 
 
 def project_facts(root: Path, files: dict[str, str], checked: str):
     """Write a small project (with a pyproject.toml) and return the facts of one of its files."""
     import libcst as cst
 
-    from torchlint.facts import ModuleFacts
+    from torchlint.facts import ModuleFacts, SourceModule
     from torchlint.index.project import Project
 
     (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
@@ -150,7 +150,7 @@ def project_facts(root: Path, files: dict[str, str], checked: str):
     project = Project(root)
     path = root / checked
     text = path.read_text()
-    facts = ModuleFacts(checked, text, cst.parse_module(text), project=project, file=path)
+    facts = ModuleFacts(SourceModule(checked, text, cst.parse_module(text), project=project, file=path))
     project.register(path, facts.source)
     return facts
 
@@ -167,3 +167,16 @@ def training_loaders(facts) -> dict[int, list[bool]]:
         if uses:
             found[line_of(facts, loader.call)] = [u.per_epoch for u in uses]
     return found
+
+
+AMP = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"  # one TL303 finding
+
+
+def check_replayed(*args: str):
+    """(exit code, stdout, replayed?) of `torchlint ARGS --show-phase2-count`."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    result = CliRunner().invoke(main, [*args, "--show-phase2-count"])
+    return result.exit_code, result.stdout, "(replayed)" in result.stderr

@@ -20,10 +20,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from support import AMP, check_replayed
 
 from torchlint.api import RunOptions, run
-from torchlint.cli import main
 
 PACKAGE = Path(__file__).resolve().parent.parent / "torchlint"
 
@@ -270,13 +269,7 @@ USES_FACTORY = (
     "import torch\nfrom data import build_loader\n\nmodel = Net().cuda()\nloader = build_loader(ds)\n"
     "for epoch in range(3):\n    for x in loader:\n        model(x).backward()\n        opt.step()\n"
 )
-AMP = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
-
-
-def check(*args: str):
-    """(exit code, stdout, replayed?) of `torchlint ARGS --show-phase2-count`."""
-    result = CliRunner().invoke(main, [*args, "--show-phase2-count"])
-    return result.exit_code, result.stdout, "(replayed)" in result.stderr
+check = check_replayed
 
 
 @pytest.fixture

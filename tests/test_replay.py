@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from support import FIXTURES
+from support import AMP, FIXTURES, check_replayed
 
 from torchlint.cli import main
 
@@ -18,13 +18,7 @@ TRAIN = (
     "    train_one_epoch(model, loader, opt)\n"
 )
 ENGINE = "def train_one_epoch(model, loader, opt):\n    for x in loader:\n        model(x).backward()\n        opt.step()\n"
-AMP = "import torch\nwith torch.cuda.amp.autocast():\n    pass\n"
-
-
-def check(*args: str):
-    """(exit code, stdout, replayed?) of `torchlint ARGS --show-phase2-count`."""
-    result = CliRunner().invoke(main, [*args, "--show-phase2-count"])
-    return result.exit_code, result.stdout, "(replayed)" in result.stderr
+check = check_replayed
 
 
 @pytest.fixture

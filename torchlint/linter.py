@@ -126,7 +126,7 @@ class Linter:
         source = SourceModule(path, text, module, project=project, file=file)
         if project is not None and file is not None:
             project.register(file, source)
-        return ModuleFacts.of(source)
+        return ModuleFacts(source)
 
     def fix_text(self, path: str, text: str, settings: Settings, unsafe: bool) -> FixResult:
         """Check and fix until nothing changes, at most MAX_FIX_PASSES times.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from torchlint._lazy import cst
     from torchlint.facts.syntax.calls import Argument, CallArguments, Signature
     from torchlint.facts.syntax.collect import LoopRecord
-    from torchlint.facts.syntax.module import ProjectIndex, SourceModule
+    from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.torch.datasets import DatasetAnalysis, Unpicklable
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.moves import Move
@@ -82,25 +81,10 @@ __all__ = [
 
 
 class ModuleFacts:
-    """What torchlint knows about one module. Built on a `SourceModule` (or parsed text, for tests)."""
+    """What torchlint knows about one module, answered from its `SourceModule` and the analyses on it."""
 
-    def __init__(
-        self,
-        path: str,
-        text: str,
-        module: cst.Module,
-        project: ProjectIndex | None = None,
-        file: Path | None = None,
-    ) -> None:
-        from torchlint.facts.syntax.module import SourceModule
-
-        self.source = SourceModule(path, text, module, project=project, file=file)
-
-    @classmethod
-    def of(cls, source: SourceModule) -> ModuleFacts:
-        facts = cls.__new__(cls)
-        facts.source = source
-        return facts
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
 
     # -- the file -------------------------------------------------------------------------------------------
 
