@@ -107,6 +107,10 @@ class ModuleFacts:
     def code(self, node: cst.CSTNode) -> str:
         return self.source.code(node)
 
+    def operand(self, expr: cst.BaseExpression) -> str:
+        """The code of `expr`, parenthesised where an operator next to it would bind first."""
+        return self.source.operand(expr)
+
     def line_of(self, node: cst.CSTNode) -> int:
         return self.source.lines.position(self.source.span(node)[0]).line
 

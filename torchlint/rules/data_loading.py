@@ -169,13 +169,9 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
-            if workers is None or workers.conditional:
+            if workers is None or workers.conditional or not _may_start_workers(workers):
                 continue
-            known, value = workers.constant()
-            if known and not (isinstance(value, int) and value > 0):
-                continue
-            if not known and not workers.value.is_user_controlled:
-                continue
+            known, _ = workers.constant()
             message = (
                 f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
                 "`persistent_workers=True`: every epoch starts all of its workers again"
@@ -185,10 +181,8 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             workers = arguments.option("dataloader_num_workers")
             if workers is None or workers.conditional or not arguments.lacks("dataloader_persistent_workers"):
                 continue
-            known, value = workers.constant()
-            if (known and isinstance(value, int) and value > 0) or (
-                not known and workers.value.is_user_controlled
-            ):
+            known, _ = workers.constant()
+            if _may_start_workers(workers):
                 message = (
                     "`TrainingArguments` with `dataloader_num_workers` but without "
                     "`dataloader_persistent_workers=True`: every epoch starts the loader's workers again"
@@ -206,8 +200,9 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
     ) -> Fix | None:
         if known:
             value = "True"
-        elif workers.via is None and workers.value.node is not None:
-            value = f"{facts.code(workers.value.node)} > 0"  # True with 0 workers raises ValueError
+        elif workers.via is None and workers.expression is not None:
+            # The count as written at the call: True with 0 workers raises ValueError.
+            value = f"{facts.operand(workers.expression)} > 0"
         else:
             return None
         return self.set_option(facts, loader, name, value, f"Set `{name}={value}`", Applicability.UNSAFE)
@@ -300,6 +295,15 @@ class BlockingHostToDeviceCopy(Rule):
                     Fix("Add `non_blocking=True`", Applicability.SAFE, (edit,)) if edit is not None else None
                 )
                 yield self.finding(facts, move.callee, message, fix)
+
+
+def _may_start_workers(workers: Argument) -> bool:
+    """A positive constant, or a count decided when the script runs (the user's, or computed such as
+    `os.cpu_count()`): then workers may start, and restart every epoch."""
+    known, value = workers.constant()
+    if known:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return workers.value.is_run_time
 
 
 def _pinned(option: Argument | None) -> bool:

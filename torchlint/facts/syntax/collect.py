@@ -57,10 +57,19 @@ class FunctionRecord:
     calls: list[CallRecord] = dataclasses.field(default_factory=list)
     loops: list[LoopRecord] = dataclasses.field(default_factory=list)
     returns: list[cst.BaseExpression] = dataclasses.field(default_factory=list)
+    # A generator: what it iterates to yield (`yield from x`, `for b in x: yield b`), and whether it does so
+    # forever (inside `while True:`), i.e. iterates `x` once per pass.
+    yields_from: list[cst.BaseExpression] = dataclasses.field(default_factory=list)
+    yields_forever: bool = False
 
     @property
     def name(self) -> str:
         return self.node.name.value
+
+    @property
+    def outputs(self) -> list[cst.BaseExpression]:
+        """What a call of it hands back to be iterated: its return values, or what it yields from."""
+        return [*self.returns, *self.yields_from]
 
 
 @dataclasses.dataclass(eq=False)
@@ -149,6 +158,7 @@ class Collector:
             cst.While: self._while,
             cst.If: self._if,
             cst.Return: self._return,
+            cst.Yield: self._yield,
             cst.NamedExpr: self._named_expr,
             cst.ExceptHandler: self._except_handler,
             cst.Global: self._global,
@@ -477,6 +487,27 @@ class Collector:
             if self._in_function is not None:
                 self._in_function.returns.append(node.value)
 
+    def _yield(self, node: cst.CSTNode, scope: Scope) -> None:
+        assert isinstance(node, cst.Yield)
+        value = node.value
+        if isinstance(value, cst.From):
+            self.walk(value.item, scope)
+        elif value is not None:
+            self.walk(value, scope)
+        function = self._in_function
+        if function is None:
+            return
+        source = value.item if isinstance(value, cst.From) else None
+        loop = self._in_loop
+        while loop is not None:
+            if source is None and isinstance(loop.node, cst.For):
+                source = loop.node.iter  # `for batch in loader: yield batch`
+            if isinstance(loop.node, cst.While) and _is_forever(loop.node.test):
+                function.yields_forever = True
+            loop = loop.parent
+        if source is not None:
+            function.yields_from.append(source)
+
     def _named_expr(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.NamedExpr)
         self.walk(node.value, scope)
@@ -501,6 +532,13 @@ class Collector:
     def _del(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Del)
         self._bind_target(node.target, scope, BindingKind.OTHER, node)
+
+
+def _is_forever(test: cst.BaseExpression) -> bool:
+    """`while True:` / `while 1:`."""
+    return (isinstance(test, cst.Name) and test.value == "True") or (
+        isinstance(test, cst.Integer) and test.value != "0"
+    )
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:

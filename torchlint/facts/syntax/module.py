@@ -423,6 +423,13 @@ class SourceModule:
         lines = self.lines
         return lines.offset(code_range.start.line, 0), lines.offset(code_range.end.line + 1, 0)
 
+    def operand(self, expr: cst.BaseExpression) -> str:
+        """The expression's code, parenthesised unless it binds tighter than any operator (a name, an
+        attribute, a call, a subscript, a literal), so that a fix can write `<it> > 0`."""
+        code = self.code(expr)
+        atoms = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.SimpleString)
+        return code if isinstance(expr, atoms) or getattr(expr, "lpar", ()) else f"({code})"
+
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 

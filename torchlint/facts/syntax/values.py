@@ -51,6 +51,11 @@ class Value:
     def is_user_controlled(self) -> bool:
         return self.kind is Kind.USER
 
+    @property
+    def is_run_time(self) -> bool:
+        """Decided when the script runs: by the user, or computed (`os.cpu_count()`, a ternary)."""
+        return self.kind in (Kind.USER, Kind.COMPUTED)
+
     def describe(self) -> str:
         if self.kind is Kind.LITERAL:
             return repr(self.literal)

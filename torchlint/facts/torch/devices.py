@@ -5,7 +5,8 @@
 - CUDA when available: `"cuda" if torch.cuda.is_available() else "cpu"` (any ternary with a cuda branch),
   `accelerator.device` (accelerate), `torch.accelerator.current_accelerator()`, a conditional `.cuda()`,
   and the frameworks that pick the GPU when there is one (`frameworks.placement`);
-- CPU: only `"cpu"` is ever named;
+- CPU: only `"cpu"` is ever named (`torch.load(..., map_location="cpu")` does not count: it says where a
+  checkpoint is loaded, not where training runs);
 - unknown otherwise — then the `device` setting decides.
 """
 
@@ -139,10 +140,16 @@ class DeviceAnalysis:
                     found, reason = placed
             if found is Device.UNKNOWN:
                 _, keywords = positional_and_keywords(node)
-                target = keywords.get("device", keywords.get("map_location"))
+                target = keywords.get("device")
                 if target is not None:
                     found = self.device_of(target, call.scope)
                     reason = f"`device={source.code(target)}`"
+                elif "map_location" in keywords:
+                    # Where a checkpoint is loaded says nothing of a CPU run (scripts load to the CPU first
+                    # and move the model after); loading it onto a GPU does say there is one.
+                    loaded_to = self.device_of(keywords["map_location"], call.scope)
+                    if loaded_to.may_be_cuda:
+                        found, reason = loaded_to, f"`map_location={source.code(keywords['map_location'])}`"
             if found > best.device:
                 best = DeviceEvidence(found, node, reason)
         return best

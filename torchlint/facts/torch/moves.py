@@ -83,6 +83,12 @@ def _from_batch(
         value = binding.value
         if value is None:
             continue
+        if binding.index is not None and isinstance(value, (cst.Tuple, cst.List)):
+            # `images, masks = batch["image"], batch["mask"]`: the element this name takes
+            elements = value.elements
+            if binding.index >= len(elements) or isinstance(elements[binding.index], cst.StarredElement):
+                continue
+            value = elements[binding.index].value
         if isinstance(binding.node, cst.For) and any(child.node is binding.node for child in loop.children):
             return _from_batch(facts, value, binding.scope, loop, depth + 1)  # for k, v in batch.items()
         if binding.kind is BindingKind.ASSIGN and isinstance(value, cst.Call):

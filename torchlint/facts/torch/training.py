@@ -195,14 +195,46 @@ class TrainingAnalysis:
         node = loop.node
         found: list[tuple[Source, bool]] = []
         if isinstance(node, cst.For):
-            found += [(source, False) for source in self.sources(node.iter, loop.scope)]
+            forever = self.re_iterates_forever(node.iter, loop.scope)
+            found += [(source, forever) for source in self.sources(node.iter, loop.scope)]
         for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
             if self.facts.qualname(call.node.func, call.scope) == "next" and call.node.args:
                 argument = call.node.args[0].value
                 # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
                 again = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
+                again = again or self.re_iterates_forever(argument, call.scope)
                 found += [(source, again) for source in self.sources(argument, call.scope)]
         return found
+
+    def re_iterates_forever(
+        self, expr: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
+    ) -> bool:
+        """`expr` is (bound to) a generator of this module that iterates what it is given inside `while
+        True:` (`while True: yield from loader`): each pass over the loader is an epoch of its own."""
+        if depth > MAX_DEPTH:
+            return False
+        facts = self.facts
+        if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
+            elements = expr.elements
+            return index < len(elements) and self.re_iterates_forever(
+                elements[index].value, scope, None, depth + 1
+            )
+        if isinstance(expr, cst.Name):
+            return any(
+                self.re_iterates_forever(a.value, a.scope, a.index, depth + 1)
+                for a in facts.assigned_values(expr, scope)
+            )
+        if isinstance(expr, cst.Call):
+            target = facts.callee_of_call(expr, scope)
+            if target is not None and target[1].yields_forever:
+                return True
+            callee = facts.qualname(expr.func, scope) or ""
+            return callee in _WRAPPERS and any(
+                self.re_iterates_forever(arg.value, scope, None, depth + 1)
+                for arg in expr.args
+                if not arg.keyword
+            )
+        return False
 
     def sources(
         self, expr: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
@@ -224,7 +256,7 @@ class TrainingAnalysis:
                 other, function = target
                 if other is facts:
                     found: list[Source] = []
-                    for returned in function.returns:
+                    for returned in function.outputs:
                         found += self.sources(returned, function.scope, index, depth + 1)
                     return found
                 return [ExternalSource(str(other.file), function.name, index)]
@@ -386,7 +418,7 @@ class TrainingAnalysis:
                 function = facts.top_level_function(source.function)
                 if function is None:
                     continue
-                for returned in function.returns:
+                for returned in function.outputs:
                     for loader in self.sources(returned, function.scope, source.index):
                         if isinstance(loader, Loader):
                             found.setdefault(id(loader.call), []).append(use)
@@ -424,7 +456,7 @@ class TrainingAnalysis:
         analysis = other.analysis(TrainingAnalysis)
         return [
             loader
-            for returned in function.returns
+            for returned in function.outputs
             for loader in analysis.sources(returned, function.scope, source.index)
             if isinstance(loader, Loader)
         ]
