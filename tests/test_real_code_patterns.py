@@ -41,7 +41,10 @@ for epoch in range(3):
 def test_a_checkpoint_loaded_to_the_cpu_does_not_make_the_script_cpu():
     # `map_location` says where a checkpoint's tensors are loaded, not where training runs: with the device
     # unknown from the code, the `device` setting decides.
-    assert codes_and_lines(CHECKPOINTED, select=("TL201", "TL202"), device="cuda") == [("TL201", 6), ("TL202", 6)]
+    assert codes_and_lines(CHECKPOINTED, select=("TL201", "TL202"), device="cuda") == [
+        ("TL201", 6),
+        ("TL202", 6),
+    ]
 
 
 def test_a_script_whose_device_is_unknown_stays_silent_by_default():
@@ -49,14 +52,20 @@ def test_a_script_whose_device_is_unknown_stays_silent_by_default():
 
 
 def test_worker_counts_computed_at_run_time_need_persistent_workers():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 workers = min(8, os.cpu_count())
 loader = DataLoader(ds, batch_size=32, num_workers=workers)
 half = DataLoader(ds, batch_size=32, num_workers=int(os.cpu_count() / 2))
 for epoch in range(3):
     for x in loader:
-""" + STEP + """    for x in half:
-""" + STEP
+"""
+        + STEP
+        + """    for x in half:
+"""
+        + STEP
+    )
     assert codes_and_lines(source, select=("TL203",)) == [("TL203", 9), ("TL203", 10)]
     fixed = fix(source, select=("TL203",))
     assert "num_workers=workers, persistent_workers=workers > 0)" in fixed
@@ -64,17 +73,23 @@ for epoch in range(3):
 
 
 def test_a_conditional_worker_count_is_parenthesised_in_the_fix():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 loader = DataLoader(ds, batch_size=32, num_workers=0 if debug else 4)
 for epoch in range(3):
     for x in loader:
-""" + STEP
+"""
+        + STEP
+    )
     fixed = fix(source, select=("TL203",))
     assert "num_workers=0 if debug else 4, persistent_workers=(0 if debug else 4) > 0)" in fixed
 
 
 def test_batches_unpacked_from_a_dict_are_moved_without_blocking():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True, persistent_workers=True)
 for epoch in range(3):
     for batch in loader:
@@ -82,18 +97,24 @@ for epoch in range(3):
         images = images.to(device)
         masks = masks.to(device, non_blocking=True)
         x = images
-""" + STEP
+"""
+        + STEP
+    )
     assert codes_and_lines(source, select=("TL205",)) == [("TL205", 12)]
 
 
 def test_batches_moved_in_a_comprehension_are_found():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True, persistent_workers=True)
 for epoch in range(3):
     for batch in loader:
         x, y = (t.to(device) for t in batch)
         batch = {k: v.to(device) for k, v in batch.items()}
-""" + STEP
+"""
+        + STEP
+    )
     assert codes_and_lines(source, select=("TL205",)) == [("TL205", 11), ("TL205", 12)]
 
 
@@ -111,19 +132,26 @@ def forever_from(loader):
 
 
 def test_a_loader_re_iterated_forever_by_a_generator_feeds_training_every_pass():
-    source = HEAD + GENERATOR + """
+    source = (
+        HEAD
+        + GENERATOR
+        + """
 loader = DataLoader(ds, batch_size=32, num_workers=4)
 other = DataLoader(ds, batch_size=32, num_workers=4)
 batches, more = forever(loader), forever_from(other)
 for step in range(1000):
     x = next(batches)
     y = next(more)
-""" + STEP.replace("        ", "    ")
+"""
+        + STEP.replace("        ", "    ")
+    )
     assert codes_and_lines(source, select=("TL201", "TL203")) == [("TL203", 18), ("TL203", 19)]
 
 
 def test_a_generator_that_passes_once_is_not_an_epoch_loop():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 def once(loader):
     for batch in loader:
         yield batch
@@ -131,19 +159,48 @@ def once(loader):
 
 loader = DataLoader(ds, batch_size=32, num_workers=4)
 for x in once(loader):
-""" + STEP.replace("        ", "    ")
+"""
+        + STEP.replace("        ", "    ")
+    )
     assert codes_and_lines(source, select=("TL201", "TL202", "TL203")) == [("TL202", 13)]
 
 
 def test_itertools_cycle_iterates_its_loader_once():
-    source = HEAD + """
+    source = (
+        HEAD
+        + """
 import itertools
 
 loader = DataLoader(ds, batch_size=32, num_workers=4)
 batches = itertools.cycle(loader)
 for step in range(1000):
     x = next(batches)
-""" + STEP.replace("        ", "    ")
+"""
+        + STEP.replace("        ", "    ")
+    )
     # cycle() keeps a copy of the first pass and never iterates the loader again: no TL203, but it feeds
     # training, so the missing pin_memory is reported.
     assert codes_and_lines(source, select=("TL202", "TL203")) == [("TL202", 10)]
+
+
+def test_a_project_loader_that_defines_its_own_iteration_is_not_judged_per_epoch():
+    source = (
+        HEAD
+        + """
+class InfiniteDataLoader(DataLoader):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.iterator = super().__iter__()
+
+    def __iter__(self):
+        for _ in range(len(self)):
+            yield next(self.iterator)
+
+
+loader = InfiniteDataLoader(ds, batch_size=32, num_workers=min(8, os.cpu_count()), pin_memory=True)
+for epoch in range(3):
+    for x in loader:
+"""
+        + STEP
+    )
+    assert codes_and_lines(source, select=("TL2",)) == []

@@ -144,6 +144,12 @@ class LoaderAnalysis:
                 return qualname or cls.name
         return None
 
+    def iterates_its_own_way(self, loader: Loader, depth: int = 0) -> bool:
+        """The loader's class is the project's and defines `__iter__` (yolov5's `InfiniteDataLoader` keeps
+        one iterator over a repeating sampler): how often its workers start is its own business."""
+        found = self.source.resolve_class(loader.callee, loader.scope)
+        return found is not None and _defines_iter(found[0], found[1], 0)
+
     def has_endless_epochs(self, loader: Loader) -> bool:
         """The loader's sampler draws with replacement at least ENDLESS_EPOCH samples per epoch."""
         option = loader.option("sampler")
@@ -161,6 +167,18 @@ class LoaderAnalysis:
             return False
         count = constant_number(samples)
         return count is not None and count >= ENDLESS_EPOCH
+
+
+def _defines_iter(source: SourceModule, cls, depth: int) -> bool:
+    if "__iter__" in cls.methods:
+        return True
+    if depth >= MAX_SUBCLASS_DEPTH:
+        return False
+    for base in cls.node.bases:
+        found = source.resolve_class(base.value, cls.scope)
+        if found is not None and _defines_iter(found[0], found[1], depth + 1):
+            return True
+    return False
 
 
 # An epoch this long is never finished in practice: minGPT's `RandomSampler(ds, replacement=True,

@@ -393,8 +393,11 @@ class TrainingAnalysis:
         by_call = {id(loader.call): loader for loader in self.loaders.loaders}
         for key, found in uses.items():
             loader = by_call.get(key)
-            if loader is not None and self.loaders.has_endless_epochs(loader):
-                # Its iterator is never exhausted, so however the loop re-creates it, that code never runs.
+            if loader is not None and (
+                self.loaders.has_endless_epochs(loader) or self.loaders.iterates_its_own_way(loader)
+            ):
+                # Its iterator is never exhausted (or its class decides how it iterates): however the loop
+                # re-creates it, its workers are not known to restart.
                 uses[key] = [replace(use, per_epoch=False) for use in found]
         return uses
 
