@@ -4,8 +4,9 @@ API"), turned into the minimal text edits and import intents a `Fix` carries.
 Rules decide and never touch the syntax tree; the builders here do, through LibCST, so that comments and
 formatting survive: each replacement is rendered within its top-level statement and trimmed to the
 smallest text edit (common prefix and suffix), which also lets independent fixes on one line coexist.
-Every builder returns None (or raises nothing) when the change cannot be expressed safely: the rule then
-reports the finding without a fix.
+A builder returns None when the change cannot be expressed safely (the rule then reports the finding without
+a fix, and may say why). The call rewriters raise EditError when the rewritten statement cannot be mapped
+back onto the text, so that a rule does not give the wrong reason for the missing fix.
 """
 
 from __future__ import annotations
@@ -55,12 +56,9 @@ def add_keyword(source: SourceModule, call: cst.Call, name: str, value: str) -> 
         return None
 
 
-def replace_expression(source: SourceModule, node: cst.CSTNode, code: str) -> Edit | None:
-    """`node` becomes the expression `code` (an annotation, a decorator, a callee)."""
-    try:
-        return replace_node(source, node, cst.parse_expression(code))
-    except EditError:
-        return None
+def replace_expression(source: SourceModule, node: cst.CSTNode, code: str) -> Edit:
+    """`node` becomes the expression `code` (an annotation, a decorator, a callee); EditError as above."""
+    return replace_node(source, node, cst.parse_expression(code))
 
 
 def call_with_first_argument(
@@ -69,7 +67,7 @@ def call_with_first_argument(
     """`old(a, b=1)` becomes `callee(first, ...)`, every argument keeping its meaning: with `positional`
     (the old signature's positional parameters, when the new one orders them differently) positional
     arguments become keywords. None when that cannot be known (`*args`, more positional arguments than
-    the old signature has)."""
+    the old signature has); EditError when the result cannot be mapped onto the text."""
     args = list(call.args)
     if positional is not None:
         converted = []
@@ -98,20 +96,14 @@ def call_with_keyword_after_positional(
     return _replace_call(source, call, callee, new_args)
 
 
-def call_of(source: SourceModule, node: cst.CSTNode, callee: str, name: str, value: str) -> Edit | None:
-    """A bare reference (`@old_decorator`) becomes a call `callee(name=value)`."""
+def call_of(source: SourceModule, node: cst.CSTNode, callee: str, name: str, value: str) -> Edit:
+    """A bare reference (`@old_decorator`) becomes a call `callee(name=value)`; EditError as above."""
     new = cst.Call(cst.parse_expression(callee), args=[_keyword_argument(name, cst.parse_expression(value))])
-    try:
-        return replace_node(source, node, new)
-    except EditError:
-        return None
+    return replace_node(source, node, new)
 
 
-def _replace_call(source: SourceModule, call: cst.Call, callee: str, args: list[cst.Arg]) -> Edit | None:
-    try:
-        return replace_node(source, call, call.with_changes(func=cst.parse_expression(callee), args=args))
-    except EditError:
-        return None
+def _replace_call(source: SourceModule, call: cst.Call, callee: str, args: list[cst.Arg]) -> Edit:
+    return replace_node(source, call, call.with_changes(func=cst.parse_expression(callee), args=args))
 
 
 # -- imports ------------------------------------------------------------------------------------------------

@@ -98,7 +98,10 @@ class _DeprecatedAmpRule(Rule):
             return message, None
         torch_name, imports = torch
         callee = f"{torch_name}.amp.{new.replacement}"
-        edit = self._rewrite(facts, ref, callee, new)
+        try:
+            edit = self._rewrite(facts, ref, callee, new)
+        except build.EditError:
+            return message, None  # the rewrite cannot be mapped onto the text as written
         if edit is None:
             return message + f" ({self._why_no_fix(ref)})", None
         drops = ()

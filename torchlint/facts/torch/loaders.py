@@ -147,6 +147,8 @@ class LoaderAnalysis:
     def iterates_its_own_way(self, loader: Loader, depth: int = 0) -> bool:
         """The loader's class is the project's and defines `__iter__` (yolov5's `InfiniteDataLoader` keeps
         one iterator over a repeating sampler): how often its workers start is its own business."""
+        if loader.cls in LOADER_CLASSES:
+            return False  # torch's own (and the known subclasses): iterated the usual way
         found = self.source.resolve_class(loader.callee, loader.scope)
         return found is not None and _defines_iter(found[0], found[1], 0)
 

@@ -81,7 +81,7 @@ Source = Loader | ParamSource | ExternalSource
 
 class TrainingAnalysis:
     def __init__(self, source: SourceModule) -> None:
-        self.facts = source
+        self.source = source
         self.loaders = source.analysis(LoaderAnalysis)
         self._events: dict[int, frozenset[str]] = {}
         self._has_loop: dict[int, bool] = {}
@@ -99,7 +99,7 @@ class TrainingAnalysis:
             elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
                 events.add(STEP)
         if depth < MAX_DEPTH:
-            target = self.facts.callee(call)
+            target = self.source.callee(call)
             if target is not None:
                 home, function = target
                 events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
@@ -110,7 +110,7 @@ class TrainingAnalysis:
     def _hands_over_loss_and_optimizer(self, call: CallRecord) -> bool:
         """`loss_scaler(loss, optimizer, ...)`, `backward_and_step(loss, opt)`: a helper this analysis cannot
         see into (a parameter, another package) that is given both the loss and the optimizer."""
-        names = [self.facts.code(arg.value).lower() for arg in call.node.args]
+        names = [self.source.code(arg.value).lower() for arg in call.node.args]
         has_loss = any(name.split(".")[-1].startswith("loss") or name.endswith("loss") for name in names)
         has_optimizer = any(
             name.split(".")[-1] in ("optimizer", "opt", "optim", "optimiser") for name in names
@@ -140,7 +140,7 @@ class TrainingAnalysis:
             found = any(self.is_training_loop(loop) for loop in function.loops)
             if not found and depth < MAX_DEPTH:
                 for call in function.calls:
-                    target = self.facts.callee(call)
+                    target = self.source.callee(call)
                     if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(
                         target[1], depth + 1
                     ):
@@ -155,7 +155,7 @@ class TrainingAnalysis:
         if any(self.is_training_loop(inner) for inner in _descendants(loop)):
             return False
         for call in loop.all_calls():
-            target = self.facts.callee(call)
+            target = self.source.callee(call)
             if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
                 return False  # this loop runs epochs of a training loop elsewhere
         return True
@@ -163,27 +163,27 @@ class TrainingAnalysis:
     @property
     def training_loops(self) -> list[LoopRecord]:
         if self._training is None:
-            self._training = [loop for loop in self.facts.loops if self.is_training_loop(loop)]
+            self._training = [loop for loop in self.source.loops if self.is_training_loop(loop)]
         return self._training
 
     def called_repeatedly(self, function: FunctionRecord | None, depth: int = 0) -> bool:
         """Is `function` called inside a loop (here, or by a function that is)? Then its loops rerun."""
         if function is None or depth > MAX_DEPTH:
             return False
-        for call in self.facts.calls_of(function):
+        for call in self.source.calls_of(function):
             if call.loop is not None or self.called_repeatedly(call.function, depth + 1):
                 return True
         return False
 
     def _is_scheduler(self, receiver: cst.BaseExpression, scope: Scope) -> bool:
-        text = self.facts.code(receiver).lower()
+        text = self.source.code(receiver).lower()
         if "sched" in text or "warmup" in text:
             return True
         if isinstance(receiver, cst.Name):
             for binding in scope.lookup(receiver.value):
                 value = binding.value
                 if isinstance(value, cst.Call):
-                    callee = self.facts.qualname(value.func, binding.scope) or ""
+                    callee = self.source.qualname(value.func, binding.scope) or ""
                     if "lr_scheduler" in callee or "scheduler" in callee.lower():
                         return True
         return False
@@ -198,7 +198,7 @@ class TrainingAnalysis:
             forever = self.re_iterates_forever(node.iter, loop.scope)
             found += [(source, forever) for source in self.sources(node.iter, loop.scope)]
         for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
-            if self.facts.qualname(call.node.func, call.scope) == "next" and call.node.args:
+            if self.source.qualname(call.node.func, call.scope) == "next" and call.node.args:
                 argument = call.node.args[0].value
                 # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
                 again = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
@@ -213,7 +213,7 @@ class TrainingAnalysis:
         True:` (`while True: yield from loader`): each pass over the loader is an epoch of its own."""
         if depth > MAX_DEPTH:
             return False
-        facts = self.facts
+        facts = self.source
         if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
             elements = expr.elements
             return index < len(elements) and self.re_iterates_forever(
@@ -241,7 +241,7 @@ class TrainingAnalysis:
     ) -> list[Source]:
         if depth > MAX_DEPTH:
             return []
-        facts = self.facts
+        facts = self.source
         if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
             elements = expr.elements
             return (
@@ -308,7 +308,7 @@ class TrainingAnalysis:
         for source in sources:
             yield source, per_epoch
             if isinstance(source, ParamSource) and depth < MAX_DEPTH:
-                for call in self.facts.calls_of(source.function):
+                for call in self.source.calls_of(source.function):
                     argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
@@ -322,7 +322,7 @@ class TrainingAnalysis:
         return self._sources
 
     def _find_training_sources(self):
-        facts = self.facts
+        facts = self.source
         for loop in self.training_loops:
             around = loop.parent is not None or self.called_repeatedly(loop.function)
             for source, again in self.iterated(loop):
@@ -372,7 +372,7 @@ class TrainingAnalysis:
                 )
                 continue
             seen[key] = len(found)
-            found.append(LoaderUse(where, self.facts, per_epoch, how))
+            found.append(LoaderUse(where, self.source, per_epoch, how))
         for loader_call_id, external_uses in self._uses_from_importers().items():
             uses.setdefault(loader_call_id, []).extend(external_uses)
         return uses
@@ -380,7 +380,7 @@ class TrainingAnalysis:
     def external_training_sources(self) -> list[tuple[ExternalSource, LoaderUse]]:
         """Values returned by other modules' functions that this module iterates for training."""
         return [
-            (source, LoaderUse(where, self.facts, per_epoch, how))
+            (source, LoaderUse(where, self.source, per_epoch, how))
             for source, per_epoch, where, how in self._training_sources()
             if isinstance(source, ExternalSource)
         ]
@@ -407,7 +407,7 @@ class TrainingAnalysis:
 
     def _uses_from_importers(self) -> dict[int, list[LoaderUse]]:
         """Loaders this module builds in a factory that another project file iterates for training."""
-        facts = self.facts
+        facts = self.source
         if facts.project is None or facts.file is None:
             return {}
         found: dict[int, list[LoaderUse]] = {}
@@ -429,12 +429,13 @@ class TrainingAnalysis:
 
     def training_device(self, loader: Loader) -> Device:
         """The strongest device evidence of this module and of the modules that train with `loader`."""
-        modules = [self.facts, *(use.module for use in self.loader_uses(loader))]
+        modules = [self.source, *(use.module for use in self.loader_uses(loader))]
         return max(module.analysis(DeviceAnalysis).evidence.device for module in modules)
 
     def runs_under_main_guard(self, loader: Loader) -> bool:
         """Whether the script that builds or trains with `loader` guards its entry point."""
-        return self.facts.has_main_guard or any(use.module.has_main_guard for use in self.loader_uses(loader))
+        uses = self.loader_uses(loader)
+        return self.source.has_main_guard or any(use.module.has_main_guard for use in uses)
 
     def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
         """The loaders a training loop iterates: directly, through parameters, or from another file's
@@ -449,7 +450,7 @@ class TrainingAnalysis:
         return found
 
     def _external_loaders(self, source: ExternalSource) -> list[Loader]:
-        facts = self.facts
+        facts = self.source
         if facts.project is None:
             return []
         other = facts.project.facts_for(Path(source.path), facts.file)
