@@ -88,7 +88,14 @@ class Linter:
         enabled = enabled_codes(settings, list(self.rule_classes), ignored)
         return [rule for rule in rules if rule.code in enabled]
 
-    def check_text(self, path: str, text: str, settings: Settings) -> list[Diagnostic]:
+    def check_text(
+        self, path: str, text: str, settings: Settings, *, in_project: bool | None = None
+    ) -> list[Diagnostic]:
+        """The diagnostics of `text` as the file `path`.
+
+        `in_project` links the text to the project of `path` for cross-file facts: by default when a file is
+        at `path`; True for a buffer or stdin text whose file need not exist yet, False for a text on its own.
+        """
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
         found: list[Diagnostic] = []
@@ -108,7 +115,8 @@ class Linter:
                 found = [diagnostic] if "TL001" in enabled else []
                 return _finish(found, text)
             file = Path(path)
-            in_project = self.fs.is_file(file)
+            if in_project is None:
+                in_project = self.fs.is_file(file)
             facts = self.facts_of(path, text, module, file if in_project else None)
             for rule in rules:
                 try:
@@ -128,17 +136,19 @@ class Linter:
             project.register(file, source)
         return ModuleFacts(source)
 
-    def fix_text(self, path: str, text: str, settings: Settings, unsafe: bool) -> FixResult:
+    def fix_text(
+        self, path: str, text: str, settings: Settings, unsafe: bool, *, in_project: bool | None = None
+    ) -> FixResult:
         """Check and fix until nothing changes, at most MAX_FIX_PASSES times.
 
         Each pass applies the fixes whose edits do not overlap (`fixer.apply`), then re-checks the result.
         A result that stops compiling (CPython's `compile()` or LibCST) while the original compiled is
         refused: InternalError naming the rule(s) and the file. When the passes run out, or a pass brings
         back a text seen before (fixes undoing each other), the loop stops and says so in `warnings`.
-        Unpacks as `(text, fixed, diagnostics)`.
+        `in_project` as for `check_text`. Unpacks as `(text, fixed, diagnostics)`.
         """
         original = text
-        diagnostics = self.check_text(path, text, settings)
+        diagnostics = self.check_text(path, text, settings, in_project=in_project)
         result = FixResult(text, 0, diagnostics, initial=diagnostics)
         seen = {text}
         compiled: bool | None = None  # computed only once there is something to apply
@@ -171,7 +181,7 @@ class Linter:
                 return result
             seen.add(applied.text)
             text = applied.text
-            diagnostics = self.check_text(path, text, settings)
+            diagnostics = self.check_text(path, text, settings, in_project=in_project)
             result.text, result.diagnostics = text, diagnostics
             result.fixed += len(applied.applied)
             for i in applied.applied:
