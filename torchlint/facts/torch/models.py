@@ -135,14 +135,36 @@ class ModelAnalysis:
 
     @cached_property
     def trains(self) -> bool:
-        """This module runs a training loop, here or through a function it calls."""
-        training = self.source.analysis(TrainingAnalysis)
+        """This module runs a training loop, here or through a function it calls, or hands training to a
+        trainer object (`trainer.train()` on a `*Trainer` or a project class whose methods train)."""
+        source = self.source
+        training = source.analysis(TrainingAnalysis)
         if training.training_loops:
             return True
-        for call in self.source.calls:
-            target = self.source.callee(call)
+        for call in source.calls:
+            target = source.callee(call)
             if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
                 return True
+            if self._runs_a_trainer(call):
+                return True
+        return False
+
+    def _runs_a_trainer(self, call: CallRecord) -> bool:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("train", "fit")):
+            return False
+        for assignment in self.source.assigned_values(func.value, call.scope):
+            value = assignment.value
+            if not isinstance(value, cst.Call):
+                continue
+            if self.source.code(value.func).endswith("Trainer"):
+                return True
+            found = self.source.resolve_class(value.func, assignment.scope)
+            if found is not None:
+                home, cls = found
+                training = home.analysis(TrainingAnalysis)
+                if any(training.has_training_loop(method) for method in cls.methods.values()):
+                    return True
         return False
 
     @cached_property
@@ -169,10 +191,43 @@ class ModelAnalysis:
                     model = self._add(found, root, scope, how, call.node)
                     if model is not None and home not in model.involved:
                         model.involved.append(home)
-        models = [model for model in found.values() if not model.is_parameter]
+        models = [model for model in found.values() if not model.is_parameter and self._is_run(model)]
         for model in models:
             self._collect_events(model)
         return models
+
+    def _is_run(self, model: Model) -> bool:
+        """The model is called (`model(x)`) or handed to code that may call it (`train(model)`, `DDP(model)`):
+        a parameter server's copy that only an optimizer steps is not trained by a forward pass here."""
+        source = self.source
+        arguments = self._argument_ids
+        if isinstance(model.expr, cst.Name):
+            return any(
+                (ref.call is not None and not ref.attrs) or id(ref.expr) in arguments
+                for binding in model.scope.bindings.get(model.text, [])
+                for ref in source.references_of(binding)
+            )
+        owner = source.class_of_method_scope(model.scope)
+        for call in source.calls:
+            if source.class_of_method_scope(call.scope) != owner:
+                continue
+            if source.code(call.node.func) == model.text:
+                return True
+            if any(source.code(arg.value) == model.text for arg in call.node.args):
+                return True
+        return False
+
+    @cached_property
+    def _argument_ids(self) -> set[int]:
+        """Expressions handed to other code: call arguments, and what functions return (a factory's
+        `return model, optimizer`; a caller then trains it)."""
+        found = {id(arg.value) for call in self.source.calls for arg in call.node.args}
+        for function in self.source.functions:
+            for returned in function.returns:
+                found.add(id(returned))
+                if isinstance(returned, (cst.Tuple, cst.List)):
+                    found.update(id(element.value) for element in returned.elements)
+        return found
 
     def trained_params(self, function: FunctionRecord) -> dict[str, str]:
         """Parameters of `function` whose parameters reach an optimizer, in it or in what it calls with
@@ -251,7 +306,7 @@ class ModelAnalysis:
                 last = func.value if isinstance(func, cst.Name) else func.attr.value
             else:
                 continue
-            if last in _OPTIMIZER_FACTORIES or last in _OPTIMIZER_CLASSES:
+            if _is_factory(last) or last in _OPTIMIZER_CLASSES:
                 yield call, how
             elif qualname and qualname.startswith(_OPTIMIZER_MODULES) and last[:1].isupper():
                 if "lr_scheduler" not in qualname and last != "Optimizer":
@@ -273,7 +328,7 @@ class ModelAnalysis:
             if root is not None:
                 yield root, scope
             return
-        factory = (self.source.code(func).rsplit(".", 1)[-1]) in _OPTIMIZER_FACTORIES
+        factory = _is_factory(self.source.code(func).rsplit(".", 1)[-1])
         for arg in call.args:
             if factory and isinstance(arg.value, (cst.Name, cst.Attribute)):
                 root = self._root_of(arg.value, scope)
@@ -357,9 +412,15 @@ class ModelAnalysis:
             for binding in model.scope.bindings.get(model.text, []):
                 if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
                     assigned.append((binding.value, binding.scope, binding.node))
-                elif binding.kind is BindingKind.ASSIGN and binding.index is not None:
-                    # `model, optimizer = accelerator.prepare(model, optimizer)`
-                    assigned.append((binding.value, binding.scope, binding.node))  # type: ignore[arg-type]
+                elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
+                    value = binding.value
+                    if isinstance(value, (cst.Tuple, cst.List)):  # `model, config = self.model, self.config`
+                        elements = value.elements
+                        if binding.index is None or binding.index >= len(elements):
+                            continue
+                        value = elements[binding.index].value
+                    # else `model, optimizer = accelerator.prepare(model, optimizer)`: the call
+                    assigned.append((value, binding.scope, binding.node))
         else:
             owner = source.class_of_method_scope(model.scope)
             if owner is not None:
@@ -369,6 +430,7 @@ class ModelAnalysis:
             self._classify(model, value, scope, statement)
         for call in source.calls:
             self._call_on_model(model, call)
+            self._note_receiver(model, call)
         model.events.sort(key=lambda event: event.offset)
         for event in model.builds:  # a factory of the project that compiles what it builds
             if isinstance(event.node, cst.Call):
@@ -421,7 +483,7 @@ class ModelAnalysis:
         if isinstance(func, cst.Attribute) and func.attr.value in ("compile",):
             self._event(model, "compile", value, statement)
             return
-        wrapped = [p for p in positional if self._mentions_model(model, p, scope)]
+        wrapped = [a.value for a in value.args if self._mentions_model(model, a.value, scope)]
         if qualname in _WRAPPERS or wrapped or self._is_prepare(func):
             self._event(model, "wrap", value, statement)
             if positional and not wrapped:
@@ -479,6 +541,20 @@ class ModelAnalysis:
             return
         if qualname in _WRAPPERS and alone and self._is_model(model, first, call.scope):
             self._event(model, "wrap", call.node, call.node)  # fully_shard(model)
+
+    def _note_receiver(self, model: Model, call: CallRecord) -> None:
+        """A project function or class given the model (`Trainer(cfg, model)`) may compile it: its module
+        is involved."""
+        source = self.source
+        if not any(self._mentions_model(model, arg.value, call.scope) for arg in call.node.args):
+            return
+        target = source.callee(call)
+        home = target[0] if target is not None else None
+        if home is None:
+            found = source.resolve_class(call.node.func, call.scope)
+            home = found[0] if found is not None else None
+        if home is not None and home not in model.involved:
+            model.involved.append(home)
 
     def _assigned_to_model(self, model: Model, call: cst.Call) -> bool:
         return any(event.node is call for event in model.events)
@@ -593,20 +669,40 @@ class ModelAnalysis:
     # -- the device ---------------------------------------------------------------------------------------
 
     def device(self, model: Model) -> Device:
-        """Where the model is placed (`.cuda()`, `.to(device)`), else the strongest device evidence of the
-        modules that build, train or compile it."""
+        """Where the model is placed (`.cuda()`, `.to(device)`); placed only on a literal "cpu", the CPU;
+        else the strongest device evidence of the modules that build, train or compile it."""
         devices = self.source.analysis(DeviceAnalysis)
         placed = Device.UNKNOWN
+        only_cpu = False
         for event in model.of_kind("place"):
             node = event.node
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-                if node.func.attr.value == "cuda":
-                    placed = max(placed, Device.CUDA_WHEN_AVAILABLE if event.conditional else Device.CUDA)
-                elif node.args and not node.args[0].keyword:
-                    placed = max(placed, devices.device_of(node.args[0].value, model.scope))
-        if placed is not Device.UNKNOWN:
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+                continue
+            if node.func.attr.value == "cuda":
+                placed = max(placed, Device.CUDA_WHEN_AVAILABLE if event.conditional else Device.CUDA)
+                continue
+            target = next((a.value for a in node.args if a.keyword is None or a.keyword.value == "device"), None)
+            if target is not None:
+                placed = max(placed, devices.device_of(target, model.scope))
+                only_cpu = (only_cpu or placed is Device.CPU) and _names_cpu(target)
+        if placed.may_be_cuda:
             return placed
+        if only_cpu:
+            return Device.CPU
         return max(module.analysis(DeviceAnalysis).evidence.device for module in model.involved)
+
+
+def _is_factory(name: str) -> bool:
+    """`create_optimizer_v2`, `build_optimizer`, yolov5's `smart_optimizer`: a function named for what it
+    returns (classes are known by name: `_OPTIMIZER_CLASSES`)."""
+    return name in _OPTIMIZER_FACTORIES or (name.islower() and "optimizer" in name)
+
+
+def _names_cpu(expr: cst.BaseExpression) -> bool:
+    """`"cpu"` or `torch.device("cpu")` written out."""
+    if isinstance(expr, cst.Call) and len(expr.args) == 1:
+        expr = expr.args[0].value
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
 
 
 def _simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
