@@ -158,6 +158,16 @@ class ModuleFacts:
         return self.source.analysis(DeviceAnalysis).evidence
 
     @cached_property
+    def runs_on_xla(self) -> bool:
+        """The module imports torch_xla: it trains on a TPU (or another XLA device), not through CUDA."""
+        return any(
+            (binding.qualname or "").split(".")[0] == "torch_xla"
+            for bindings in self.source.module_scope.bindings.values()
+            for binding in bindings
+            if binding.kind is BindingKind.IMPORT
+        )
+
+    @cached_property
     def frameworks(self) -> frozenset[str]:
         """Frameworks that own the training loop here: lightning, transformers, accelerate."""
         from torchlint.facts.torch import frameworks

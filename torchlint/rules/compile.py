@@ -29,11 +29,13 @@ class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
     fix_availability = FixAvailability.SOMETIMES
-    needs_text = ("parameters", "optimizer", "TrainingArguments", "Config")
+    # No prefilter: the model can be built in a file that names neither an optimizer nor torch and hands
+    # it to a function of another file that trains it (`train(net)` with `from engine import train`).
+    needs_text = None
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        if self.settings.device == "cpu":
-            return
+        if self.settings.device == "cpu" or facts.runs_on_xla:
+            return  # XLA compiles through its own lazy tensors, not torch.compile's Inductor
         for model in facts.trained_models:
             if facts.compiled_somewhere(model) or not self._may_be_cuda(facts.model_device(model)):
                 continue
@@ -82,8 +84,14 @@ class ModelNotCompiled(Rule):
                 continue
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
-        sequential = facts.is_sequential(model.expr, model.scope)
-        if sequential:
+        if model.framework == "lightning":  # Lightning documents `model = torch.compile(model)` before fit
+            torch = build.name_module(facts.source, "torch", model.scope)
+            if torch is None:
+                return "the name `torch` means something else here", None
+            name, imports = torch
+            code = f"{model.text} = {name}.compile({model.text})"
+            title = f"Compile `{model.text}` before `trainer.fit` (`torch.compile`, as Lightning documents)"
+        elif facts.is_sequential(model.expr, model.scope):
             if model.of_kind("load", "state"):
                 return (
                     "it is an `nn.Sequential`, whose `.compile()` compiles nothing, and "

@@ -117,6 +117,7 @@ class Model:
     events: list[Event] = field(default_factory=list)
     involved: list[SourceModule] = field(default_factory=list)  # modules that build, compile or train it
     is_parameter: bool = False  # a parameter here: built by the callers
+    framework: str = ""  # "lightning": a LightningModule given to `trainer.fit(...)`
 
     def of_kind(self, *kinds: str) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]
@@ -149,6 +150,23 @@ class ModelAnalysis:
                 return True
         return False
 
+    def _lightning_fits(self) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
+        """`trainer.fit(model, ...)` on a Lightning `Trainer`, with the module it trains."""
+        source = self.source
+        for call in source.calls:
+            func = call.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "fit" and call.node.args):
+                continue
+            for assignment in source.assigned_values(func.value, call.scope):
+                value = assignment.value
+                callee = source.qualname(value.func, assignment.scope) if isinstance(value, cst.Call) else None
+                if callee and callee.split(".")[0] in ("lightning", "pytorch_lightning"):
+                    if callee.endswith("Trainer"):
+                        argument = argument_for_fit(call.node)
+                        if argument is not None:
+                            yield call, argument
+                        break
+
     def _runs_a_trainer(self, call: CallRecord) -> bool:
         func = call.node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value in ("train", "fit")):
@@ -176,6 +194,11 @@ class ModelAnalysis:
         for call, how in self._optimizer_calls():
             for root, scope in self._roots_in(call.node, call.scope):
                 self._add(found, root, scope, how, call.node)
+        for call, argument in self._lightning_fits():  # `trainer.fit(model, ...)`
+            for root, scope in self._roots_of_value(argument, call.scope):
+                model = self._add(found, root, scope, f"`{self.source.code(call.node.func)}(...)`", call.node)
+                if model is not None:
+                    model.framework = "lightning"
         for call in self.source.calls:  # `train(model, ...)`: a function here or elsewhere that trains it
             target = self.source.callee(call)
             if target is None:
@@ -185,7 +208,7 @@ class ModelAnalysis:
                 argument = argument_for(call.node, function, name)
                 if argument is None:
                     continue
-                where = "" if home is self.source else f" in {home.path}"
+                where = "" if home is self.source else f" in {_relative(home.path, self.source.path)}"
                 how = f"`{function.name}(...)`{where}"
                 for root, scope in self._roots_of_value(argument, call.scope):
                     model = self._add(found, root, scope, how, call.node)
@@ -690,6 +713,26 @@ class ModelAnalysis:
         if only_cpu:
             return Device.CPU
         return max(module.analysis(DeviceAnalysis).evidence.device for module in model.involved)
+
+
+def argument_for_fit(call: cst.Call) -> cst.BaseExpression | None:
+    """The module `trainer.fit(...)` trains: its first positional argument or `model=`."""
+    for arg in call.args:
+        if arg.keyword is None and not arg.star:
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value == "model":
+            return arg.value
+    return None
+
+
+def _relative(path: str, seen_from: str) -> str:
+    """`path` as a reader of `seen_from` finds it (`engine.py`, `../utils/engine.py`)."""
+    import os
+
+    try:
+        return os.path.relpath(path, os.path.dirname(os.path.abspath(seen_from)))
+    except ValueError:  # another drive (Windows)
+        return path
 
 
 def _is_factory(name: str) -> bool:
