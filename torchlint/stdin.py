@@ -70,6 +70,7 @@ def run_stdin(options: RunOptions, raw: bytes, filename: Path | None) -> StdinRu
         outcome.errors.append(f"internal error: {error}")
         outcome.files_failed.append(display)
         return StdinRun(outcome, raw)
+    outcome.parsed = linter.parsed
     return StdinRun(outcome, output)
 
 
