@@ -64,6 +64,11 @@ def test_force_exclude_drops_an_excluded_stdin_path_and_never_claims_it_passed(p
     assert result.stderr == "warning: generated/a.py is excluded (--force-exclude): not checked\n"
     # Without --force-exclude a named stdin path is checked, like a file named on the command line.
     assert pipe(DEPRECATED, "--stdin-filename", "generated/a.py", "-").exit_code == 1
+    (project / ".git").mkdir()
+    (project / ".gitignore").write_text("scratch.py\n")
+    ignored = pipe(DEPRECATED, "--force-exclude", "--stdin-filename", "scratch.py")
+    assert (ignored.exit_code, ignored.stdout) == (0, "")
+    assert pipe(DEPRECATED, "--force-exclude", "--stdin-filename", "train.py").exit_code == 1
 
 
 def test_fix_with_force_exclude_gives_an_excluded_text_back_unchanged(project):
@@ -157,3 +162,11 @@ def test_unknown_code_and_bad_config_exit_two_on_stdin(project):
     result = pipe("x = 1\n", "--stdin-filename", "a.py")
     assert result.exit_code == 2
     assert "tool.torchlint.ignor: unknown key" in result.stderr
+
+
+def test_fix_with_an_output_file_sends_the_report_there_and_only_the_text_to_stdout(project):
+    result = pipe(
+        DEPRECATED, "--fix", "--output-format", "json", "-o", "out/report.json", "--stdin-filename", "a.py"
+    )
+    assert (result.exit_code, result.stdout, result.stderr) == (0, FIXED, "")
+    assert json.loads((project / "out" / "report.json").read_text()) == []
