@@ -29,9 +29,12 @@ class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
     fix_availability = FixAvailability.SOMETIMES
-    # No prefilter: the model can be built in a file that names neither an optimizer nor torch and hands
-    # it to a function of another file that trains it (`train(net)` with `from engine import train`).
-    needs_text = None
+    # An optimizer (torch.optim, a factory named *optimizer*, a class by name), a framework's trainer, or
+    # the vocabulary of a file that hands its model to another file's training function (`train(net)`).
+    needs_text = (
+        "optim", "Optim", "Adam", "Ada", "SGD", "Lion", "LAMB", "Lamb", "LBFGS", "prop", "Muon", "Prodigy",
+        "TrainingArguments", "Config", "fit", "train", "model",
+    )  # fmt: skip
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
