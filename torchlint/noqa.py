@@ -15,6 +15,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from torchlint.positions import split_lines
+
 _CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 _LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
 _FILE = re.compile(rf"^#\s*torchlint:\s*noqa(?::\s*(?P<codes>{_CODES}))?\s*$", re.IGNORECASE)
@@ -70,7 +72,8 @@ def read_suppressions(text: str) -> Suppressions:
 def _comments(text: str) -> list[tuple[int, str, bool]]:
     """(line, comment, whether the comment is alone on its line)."""
     try:
-        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        # Universal newlines: a lone "\r" ends a line, as it does for Python and for LibCST's positions.
+        tokens = tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
         return [
             (tok.start[0], tok.string, not tok.line[: tok.start[1]].strip())
             for tok in tokens
@@ -79,7 +82,7 @@ def _comments(text: str) -> list[tuple[int, str, bool]]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         # An unfinished file: fall back to comment-looking text, line by line.
         found = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(split_lines(text), start=1):
             index = line.find("#")
             if index != -1:
                 found.append((number, line[index:], not line[:index].strip()))

@@ -276,6 +276,13 @@ class ModuleFacts:
         """The compile call runs on every step or epoch of training."""
         return site.call is not None and self._compiling.runs_every_step(site.call)
 
+    def wrapper_compiled(self, site: CompileSite) -> str | None:
+        """The DDP/FSDP wrapper a compile site compiles instead of the module inside it (its name as
+        written), or None."""
+        from torchlint.facts.torch.models import wrapper_compiled
+
+        return wrapper_compiled(self._compiling, site)
+
     def compiled_result_unused(self, site: CompileSite) -> bool:
         """`compiled = torch.compile(model)`, `compiled` never read, and `model` itself called."""
         return self._compiling.unused_result(site)

@@ -9,7 +9,8 @@ Which form a fix writes, and why (checked on torch 2.13, see rules/TL101.md):
   (Dynamo never sees a frame; `torch._dynamo.utils.counters` stays empty), so it gets
   `seq = torch.compile(seq)`.
 Compilation is lazy (the first forward call compiles), so the new statement goes right after the model is
-built or placed, before it is wrapped for distributed training (DDP, FSDP, `accelerator.prepare`).
+built or placed, before it is wrapped for distributed training (DDP, FSDP, `accelerator.prepare`): PyTorch's
+"Where to apply torch.compile?" recommends `.compile()` on the inner module passed to DDP or FSDP (TL104).
 """
 
 from __future__ import annotations
@@ -197,6 +198,24 @@ class CompiledModelNotUsed(Rule):
         except build.EditError:
             return None
         return Fix(f"Compile `{model}` in place", Applicability.UNSAFE, (edit,))
+
+
+class CompileAfterDistributedWrap(Rule):
+    code = "TL104"
+    name = "compile-after-distributed-wrap"
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.compile_sites:
+            wrapper = facts.wrapper_compiled(site)
+            if wrapper is None:
+                continue
+            message = (
+                f"{site.how} compiles the `{wrapper}` wrapper: torch.compile does not handle distributed "
+                "wrappers well; compile the inner module before wrapping it (PyTorch's \"Where to apply "
+                'torch.compile?")'
+            )
+            yield self.finding(facts, site.node, message)
 
 
 class SequentialCompileNoop(Rule):

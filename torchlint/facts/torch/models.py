@@ -620,6 +620,8 @@ class ModelAnalysis:
                         target, self._standalone(node), source.code(func), bound,
                     )
                 )  # fmt: skip
+            elif qualname is not None and qualname.endswith("TorchDynamoPlugin"):  # accelerate compiles
+                sites.append(CompileSite(node, f"`{source.code(func)}(...)`", call, None))
             elif isinstance(func, cst.Attribute) and func.attr.value == "compile":
                 receiver = source.qualname(func.value, call.scope)
                 if receiver is not None and receiver.split(".")[0] in ("re", "regex", "builtins"):
@@ -844,3 +846,36 @@ class CompileQuestions:
     def standalone_statement(self, call: cst.Call) -> cst.CSTNode | None:
         """The expression statement that is `call` alone on its lines, if it is one."""
         return self.models.statement_of(call)
+
+
+def wrapper_compiled(questions: CompileQuestions, site: CompileSite) -> str | None:
+    """The distributed wrapper (`DistributedDataParallel`, `FullyShardedDataParallel`) that `site` compiles,
+    as the code names it: `torch.compile(DDP(model))`, or `model = DDP(model)` as the last assignment of
+    `model` before `torch.compile(model)` / `model.compile()`."""
+    source = questions.source
+    compiled, call = site.compiled, site.call
+    if compiled is None or call is None:
+        return None
+    if isinstance(compiled, cst.Call):
+        if source.qualname(compiled.func, call.scope) in _DISTRIBUTED_WRAPPERS:
+            return source.code(compiled.func)
+        return None
+    if not isinstance(compiled, (cst.Name, cst.Attribute)):
+        return None
+    at = source.span(site.node)[0]
+    before = [a for a in source.assigned_values(compiled, call.scope) if source.span(a.value)[0] < at]
+    if not before:
+        return None
+    last = max(before, key=lambda a: source.span(a.value)[0])
+    value = last.value
+    if isinstance(value, cst.Call) and source.qualname(value.func, last.scope) in _DISTRIBUTED_WRAPPERS:
+        return source.code(value.func)
+    return None
+
+
+_DISTRIBUTED_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+}
