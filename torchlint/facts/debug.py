@@ -50,7 +50,7 @@ def describe(facts: ModuleFacts) -> str:
     out.append("trained models:")
     for model in facts.trained_models:
         out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")
-        for event in model.events:
+        for event in sorted(model.events, key=lambda event: event.offset):
             text = facts.code(event.node).splitlines()[0]
             flags = "".join(
                 (", conditional" if event.conditional else "", ", in a loop" if event.in_loop else "")

@@ -30,11 +30,15 @@ class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
     fix_availability = FixAvailability.SOMETIMES
-    # An optimizer (torch.optim, a factory named *optimizer*, a class by name), a framework's trainer, or
-    # the vocabulary of a file that hands its model to another file's training function (`train(net)`).
+    # An optimizer (torch.optim, a factory named *optimizer*, a class by name), a framework's trainer
+    # (TrainingArguments, trl's configs, `trainer.fit(`), or the call that hands a model to another file's
+    # training function (`train(net)`, `train_one_epoch(...)`, `Trainer(model)`). Not "model" or
+    # "training": every module of a model library has them (`self.training`), and parsing them all would
+    # triple the cost of a run.
     needs_text = (
-        "optim", "Optim", "Adam", "Ada", "SGD", "Lion", "LAMB", "Lamb", "LBFGS", "prop", "Muon", "Prodigy",
-        "TrainingArguments", "Config", "fit", "train", "model",
+        "optim", "Optim", "Adam", "SGD", "Lion", "LAMB", "Lamb", "LBFGS", "RMSprop", "Rprop", "Adagrad",
+        "Adadelta", "Adafactor", "Muon", "Adan", "Prodigy", "TrainingArguments", "trl", "train(", "train_",
+        "Trainer", "fit(",
     )  # fmt: skip
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:

@@ -63,6 +63,8 @@ _OPTIMIZER_FACTORIES = {
     "configure_optimizers",
     "init_optimizer",
 }
+# Every optimizer call names one of these (an import of torch.optim, a factory named *optimizer*, a class).
+_OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 _PLACEMENTS = {"to", "cuda", "to_empty"}
 _WRAPPERS = {
@@ -88,7 +90,12 @@ class Event:
     statement: cst.CSTNode | None  # the assignment or the call that stands alone as a statement
     conditional: bool
     in_loop: bool
-    offset: int  # where it happens in the text: events are kept in this order
+    source: SourceModule = field(compare=False, repr=False)
+
+    @property
+    def offset(self) -> int:
+        """Where it happens in the text; asked only when a fix is built (positions cost a metadata pass)."""
+        return self.source.span(self.node)[0]
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ class Model:
     scope: Scope  # the scope that decides the name (a method's, for `self.x`)
     how: str  # how it is trained: "`AdamW(...)`", "`train(...)` in engine.py"
     trained_at: cst.CSTNode  # the optimizer call, or the call that hands it to the function that trains it
-    events: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # in the order they were found, not the text's
     involved: list[SourceModule] = field(default_factory=list)  # modules that build, compile or train it
     is_parameter: bool = False  # a parameter here: built by the callers
     framework: str = ""  # "lightning": a LightningModule given to `trainer.fit(...)`
@@ -188,8 +195,6 @@ class ModelAnalysis:
     @cached_property
     def models(self) -> list[Model]:
         """The trained models this module names, one per variable or attribute."""
-        if not self.trains:
-            return []
         found: dict[tuple, Model] = {}
         for call, how in self._optimizer_calls():
             for root, scope in self._roots_in(call.node, call.scope):
@@ -200,6 +205,8 @@ class ModelAnalysis:
                 if model is not None:
                     model.framework = "lightning"
         for call in self.source.calls:  # `train(model, ...)`: a function here or elsewhere that trains it
+            if not self._may_hand_over_a_model(call):
+                continue  # resolving every call's callee would parse half the project
             target = self.source.callee(call)
             if target is None:
                 continue
@@ -215,6 +222,8 @@ class ModelAnalysis:
                     if model is not None and home not in model.involved:
                         model.involved.append(home)
         models = [model for model in found.values() if not model.is_parameter and self._is_run(model)]
+        if not models or not self.trains:  # asked last: most modules have no model to ask it for
+            return []
         for model in models:
             self._collect_events(model)
         return models
@@ -253,26 +262,60 @@ class ModelAnalysis:
         return found
 
     def trained_params(self, function: FunctionRecord) -> dict[str, str]:
-        """Parameters of `function` whose parameters reach an optimizer, in it or in what it calls with
-        them: name -> how."""
+        """Parameters of `function` whose parameters reach an optimizer, in it or in a function it hands
+        them to that builds the optimizer itself: name -> how. (One call deep: following every call of
+        every module transitively costs more than the whole check of a large project.)"""
         if self._params is None:
             self._params = {}  # a cycle asking back while this runs sees nothing
-            table: dict[int, dict[str, str]] = {}
-            for call, how in self._optimizer_calls():
-                for root, scope in self._roots_in(call.node, call.scope):
-                    self._note_parameter(table, root, scope, how)
+            table = {key: dict(value) for key, value in self._direct_params().items()}
             for call in self.source.calls:
+                if not self._calls_local_function(call):
+                    continue  # another module's functions are asked from their callers' side
                 target = self.source.callee(call)
                 if target is None:
                     continue
                 home, callee = target
-                for name, how in home.analysis(ModelAnalysis).trained_params(callee).items():
+                for name, how in home.analysis(ModelAnalysis)._direct_params().get(id(callee), {}).items():
                     argument = argument_for(call.node, callee, name)
                     if argument is not None:
                         for root, scope in self._roots_of_value(argument, call.scope):
                             self._note_parameter(table, root, scope, how)
             self._params = table
         return self._params.get(id(function), {})
+
+    def _may_hand_over_a_model(self, call: CallRecord) -> bool:
+        """An argument is something built here: a name or `self.x` assigned a call (`Net().to(device)`)."""
+        source = self.source
+        for arg in call.node.args:
+            value = arg.value
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value not in _PLACEMENTS:
+                    break
+                value = value.func.value
+            if isinstance(value, cst.Name) or source.is_self_attribute(value, call.scope):
+                if any(isinstance(a.value, cst.Call) for a in source.assigned_values(value, call.scope)):
+                    return True
+        return False
+
+    def _calls_local_function(self, call: CallRecord) -> bool:
+        """`helper(...)` of a def in this module, or `self.method(...)`: resolved without the project."""
+        func = call.node.func
+        if isinstance(func, cst.Name):
+            bindings = call.scope.lookup(func.value)
+            return bool(bindings) and all(b.kind is BindingKind.DEF for b in bindings)
+        return isinstance(func, cst.Attribute) and self._is_self(func.value, call.scope)
+
+    @cached_property
+    def _direct_params_table(self) -> dict[int, dict[str, str]]:
+        table: dict[int, dict[str, str]] = {}
+        for call, how in self._optimizer_calls():
+            for root, scope in self._roots_in(call.node, call.scope):
+                self._note_parameter(table, root, scope, how)
+        return table
+
+    def _direct_params(self) -> dict[int, dict[str, str]]:
+        """Function id -> its parameters given to an optimizer built in it."""
+        return self._direct_params_table
 
     def _note_parameter(self, table: dict, root: cst.BaseExpression, scope: Scope, how: str) -> None:
         if isinstance(root, cst.Name) and self._is_parameter(root.value, scope):
@@ -310,6 +353,8 @@ class ModelAnalysis:
 
     def _optimizer_calls(self) -> Iterator[tuple[CallRecord, str]]:
         source = self.source
+        if not any(token in source.text for token in _OPTIMIZER_TEXT):
+            return  # no optimizer can be named without one of these
         for call in source.calls:
             func = call.node.func
             how = f"`{source.code(func)}(...)`"
@@ -365,19 +410,16 @@ class ModelAnalysis:
         """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values."""
         if depth > MAX_DEPTH:
             return
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
-                root = self._root_of(func.value, scope)
-                if root is not None:
-                    yield root, scope
-                return
-        if isinstance(expr, cst.Name):
-            for assignment in self.source.assigned_values(expr, scope):
-                yield from self._parameter_receivers(assignment.value, assignment.scope, depth + 1)
-            return
-        for child in expr.children:
-            yield from self._parameter_receivers(child, scope, depth)
+        for node in _subexpressions(expr):
+            if isinstance(node, cst.Call):
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
+                    root = self._root_of(func.value, scope)
+                    if root is not None:
+                        yield root, scope
+            elif isinstance(node, cst.Name) and depth < MAX_DEPTH:
+                for assignment in self.source.assigned_values(node, scope):
+                    yield from self._parameter_receivers(assignment.value, assignment.scope, depth + 1)
 
     def _root_of(self, expr: cst.BaseExpression, scope: Scope) -> cst.BaseExpression | None:
         """`model.module.backbone` -> `model`; `self.net.encoder` -> `self.net`; `self` alone -> None."""
@@ -454,7 +496,6 @@ class ModelAnalysis:
         for call in source.calls:
             self._call_on_model(model, call)
             self._note_receiver(model, call)
-        model.events.sort(key=lambda event: event.offset)
         for event in model.builds:  # a factory of the project that compiles what it builds
             if isinstance(event.node, cst.Call):
                 target = source.callee_of_call(event.node, model.scope)
@@ -478,8 +519,7 @@ class ModelAnalysis:
         record = self._call_records.get(id(node))
         conditional = record.conditional if record is not None else False
         in_loop = record.loop is not None if record is not None else False
-        offset = self.source.span(node)[0]
-        model.events.append(Event(kind, node, statement, conditional, in_loop, offset))
+        model.events.append(Event(kind, node, statement, conditional, in_loop, self.source))
 
     def _classify(
         self, model: Model, value: cst.BaseExpression, scope: Scope, statement: cst.CSTNode | None
@@ -751,15 +791,64 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
 
 
 def _simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
-    stack: list[cst.CSTNode] = [module]
+    """Every statement line, found through the statement containers only (LibCST's `children` rebuilds
+    child lists on every call: walking expressions with it costs more than the parse)."""
+    stack: list[cst.CSTNode] = list(reversed(module.body))
     while stack:
         node = stack.pop()
         if isinstance(node, cst.SimpleStatementLine):
             yield node
             continue
-        if isinstance(node, cst.BaseExpression):
-            continue
-        stack.extend(reversed(node.children))
+        inner: list[cst.CSTNode] = []
+        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+            part = getattr(node, name, None)
+            if part is None or isinstance(part, cst.SimpleStatementSuite):
+                continue  # `if x: y = 1` on one line: not a statement of its own line
+            if isinstance(part, (list, tuple)):
+                inner.extend(part)
+            elif isinstance(part, cst.IndentedBlock):
+                inner.extend(part.body)
+            else:  # Else, Finally, If (elif): a container with a body of its own
+                inner.append(part)
+        stack.extend(reversed(inner))
+
+
+def _subexpressions(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`expr` and the expressions inside it that can carry parameters to an optimizer (calls, containers,
+    comprehensions, operators), without LibCST's costly `children`."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, cst.Call):
+            stack.append(node.func)
+            stack.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            stack.extend(element.value for element in node.elements)
+        elif isinstance(node, cst.Dict):
+            stack.extend(e.value for e in node.elements)
+        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            stack.append(node.elt)
+            stack.extend(_comprehension_iters(node.for_in))
+        elif isinstance(node, cst.DictComp):
+            stack.append(node.value)
+            stack.extend(_comprehension_iters(node.for_in))
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.IfExp):
+            stack.extend((node.body, node.orelse))
+
+
+def _comprehension_iters(for_in: cst.CompFor) -> list[cst.BaseExpression]:
+    found = [for_in.iter]
+    while for_in.inner_for_in is not None:
+        for_in = for_in.inner_for_in
+        found.append(for_in.iter)
+    return found
 
 
 def _assign_statements(module: cst.Module) -> Iterator[cst.Assign]:
@@ -862,8 +951,14 @@ def wrapper_compiled(questions: CompileQuestions, site: CompileSite) -> str | No
         return None
     if not isinstance(compiled, (cst.Name, cst.Attribute)):
         return None
+    assigned = source.assigned_values(compiled, call.scope)
+    if not any(
+        isinstance(a.value, cst.Call) and source.qualname(a.value.func, a.scope) in _DISTRIBUTED_WRAPPERS
+        for a in assigned
+    ):
+        return None  # decided without positions (they cost a metadata pass over the module)
     at = source.span(site.node)[0]
-    before = [a for a in source.assigned_values(compiled, call.scope) if source.span(a.value)[0] < at]
+    before = [a for a in assigned if source.span(a.value)[0] < at]
     if not before:
         return None
     last = max(before, key=lambda a: source.span(a.value)[0])
