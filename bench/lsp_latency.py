@@ -6,8 +6,10 @@ Run: .venv/bin/python bench/lsp_latency.py [--runs 15] [--lines 1000]
 Prints the median (and min/max) in ms per server and event; the target for torchlint is under 100 ms.
 Not a test.
 
-Both servers are driven by the same small JSON-RPC client over stdio. Each open is of a fresh URI (a new
-document, so no per-version cache answers it); each change appends a comment line as a new version. The
+Both servers are driven by the same small JSON-RPC client over stdio. Each open is of a fresh URI with a
+text none of whose statements was seen before (the run number is in every class docstring), so neither the
+per-version cache nor the per-statement parse cache answers it; each change edits one docstring in the
+middle of the file as a new version (then only that statement is parsed again). The
 change is measured with torchlint's debounce off (`debounceMs: 0`), i.e. the server's own work: in an
 editor the server adds its 200 ms pause on top by design, once per pause in typing (ruff does not
 debounce). A warm-up open comes first (imports, LibCST's first parse); it is not counted.
@@ -30,7 +32,7 @@ from pathlib import Path
 BLOCK = '''
 
 class Block{i}(nn.Module):
-    """Residual block {i}."""
+    """Residual block {i}{salt}."""
 
     def __init__(self, width):
         super().__init__()
@@ -98,11 +100,12 @@ if __name__ == "__main__":
 """
 
 
-def training_script(lines: int) -> str:
+def training_script(lines: int, salt: str = "") -> str:
+    """About `lines` lines; `salt` goes into every block, so that no statement was seen before."""
     blocks = []
     i = 0
     while len((HEAD + "".join(blocks) + MAIN).splitlines()) < lines:
-        blocks.append(BLOCK.format(i=i))
+        blocks.append(BLOCK.format(i=i, salt=salt))
         i += 1
     return HEAD + "".join(blocks) + MAIN
 
@@ -170,7 +173,7 @@ def published(uri: str, version: int | None = None):
     return matches
 
 
-def measure(command: list[str], folder: Path, text: str, runs: int, options: dict) -> dict[str, list[float]]:
+def measure(command: list[str], folder: Path, lines: int, runs: int, options: dict) -> dict[str, list[float]]:
     client = Client(command, folder)
     client.request(
         "initialize",
@@ -185,6 +188,7 @@ def measure(command: list[str], folder: Path, text: str, runs: int, options: dic
     times: dict[str, list[float]] = {"didOpen": [], "didChange": [], "findings": []}
     for run in range(runs + 1):  # run 0 warms up
         uri = (folder / f"train_{run}.py").as_uri()
+        text = training_script(lines, salt=f" (run {run})")
         start = time.perf_counter()
         client.send(
             {
@@ -194,7 +198,8 @@ def measure(command: list[str], folder: Path, text: str, runs: int, options: dic
         )
         message = client.wait(published(uri))
         opened = time.perf_counter() - start
-        changed_text = text + f"# edit {run}\n"
+        middle = text.count("class Block") // 2  # one keystroke's worth, in the middle of the file
+        changed_text = text.replace(f"Residual block {middle} (", f"Residual block {middle}, edited (")
         start = time.perf_counter()
         client.send(
             {
@@ -227,7 +232,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--lines", type=int, default=1000)
     args = parser.parse_args()
-    text = training_script(args.lines)
+    text = training_script(args.lines, salt=" (run 0)")
     servers = [("torchlint lsp", [sys.executable, "-m", "torchlint", "lsp"], {"debounceMs": 0})]
     ruff = ruff_command()
     if ruff is None:
@@ -239,7 +244,7 @@ def main() -> None:
         root = Path(folder)
         (root / "pyproject.toml").write_text("[project]\nname = 'bench'\n")
         for name, command, options in servers:
-            times = measure(command, root, text, args.runs, options)
+            times = measure(command, root, args.lines, args.runs, options)
             findings = times.pop("findings")
             for event, values in times.items():
                 print(

@@ -4,8 +4,9 @@ Settings come from the workspace's `[tool.torchlint]` (the nearest table above t
 command line), read once and kept until the client or a saved config says they changed. Cross-file facts
 come from the project of the buffer's path through the `BufferFileSystem`, so other open buffers count with
 their unsaved text. Each check gets a fresh `Linter` (a linter's projects memoise other files' facts for
-one run; here every check is a run, since any buffer may have changed in between). A document's result is
-kept per version, so code actions and hover never re-check an unchanged buffer.
+one run; here every check is a run, since any buffer may have changed in between), but one parser
+(`parsing.StatementParser`), which parses again only the statements an edit changed. A document's result
+is kept per version, so code actions and hover never re-check an unchanged buffer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
 from torchlint.lsp.documents import Buffer, BufferFileSystem
+from torchlint.lsp.parsing import StatementParser
 from torchlint.rules.base import registered_rules
 from torchlint.workspace.discovery import SettingsResolver
 from torchlint.workspace.settings import Settings
@@ -36,6 +38,7 @@ class Checker:
         self.root = root  # the workspace folder: where settings of a buffer without a path come from
         self.unsafe_fixes = False  # the client's setting (initializationOptions or configuration)
         self.rule_classes = registered_rules()
+        self.parse = StatementParser()  # shared by every check: unchanged statements are not parsed again
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
 
@@ -85,4 +88,4 @@ class Checker:
         )
 
     def _linter(self) -> Linter:
-        return Linter(rule_classes=self.rule_classes, fs=self.fs)
+        return Linter(rule_classes=self.rule_classes, fs=self.fs, parse=self.parse)

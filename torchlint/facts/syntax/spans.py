@@ -20,13 +20,12 @@ same offsets either way (the suite runs both paths).
 
 from __future__ import annotations
 
-import ast
-import warnings
 from functools import cached_property
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.collect import _fields_of
 from torchlint.positions import LineIndex
+from torchlint.pyast import python_ast
 
 
 class Spans:
@@ -75,9 +74,7 @@ class Spans:
         """Offset of each top-level statement's own text (its first decorator, else its first token), from
         ast; None when ast's statements do not pair with LibCST's."""
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(self.text)
+            tree = python_ast(self.text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         first_lines: list[int] = []
