@@ -13,10 +13,13 @@ from pytest_lsp import LanguageClient, client_capabilities
 SERVER = [sys.executable, "-m", "torchlint", "lsp"]
 
 
-async def initialize(client: LanguageClient, root: Path, options: dict | None = None) -> None:
+async def initialize(
+    client: LanguageClient, root: Path, options: dict | None = None, editor: str = "visual-studio-code"
+) -> None:
+    """initialize + initialized, with the capabilities a real `editor` sends (pytest-lsp's records)."""
     await client.initialize_session(
         types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
+            capabilities=client_capabilities(editor),
             root_uri=root.as_uri(),
             workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
             initialization_options=options,

@@ -119,13 +119,31 @@ async def test_a_quick_fix_and_the_fix_all_give_the_fixed_text(client, train):
     assert apply_action(TRAIN, actions[0], uri) == TRAIN.replace(
         "    scaler = torch.cuda.amp.GradScaler()\n", fixed_line
     )
-    # The fix-all is one minimal edit (from the first change to the last), not the whole document.
-    [fix_all] = await actions_at(client, train, 0, 0, only=["source.fixAll"])
+    # The fix-all's edit is computed when the client resolves it (VS Code does), not on every light bulb;
+    # it is one minimal edit (from the first change to the last), not the whole document.
+    [offered] = await actions_at(client, train, 0, 0, only=["source.fixAll"])
+    assert offered.edit is None
+    fix_all = await client.code_action_resolve_async(offered)
     [edit] = fix_all.edit.changes[uri]
     assert (edit.range.start.line, edit.range.end.line) == (8, 13)
     assert apply_action(TRAIN, fix_all, uri) == TRAIN.replace(
         "    scaler = torch.cuda.amp.GradScaler()\n", fixed_line
     ).replace("with torch.cuda.amp.autocast():", 'with torch.amp.autocast("cuda"):')
+
+
+async def test_a_client_that_does_not_resolve_actions_gets_the_fix_all_edit_at_once(client, train):
+    await initialize(client, train.parent, editor="emacs")
+    await open_document(client, train)
+    [fix_all] = await actions_at(client, train, 0, 0, only=["source"])
+    assert apply_action(TRAIN, fix_all, train.as_uri()) == TRAIN.replace(
+        "torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")'
+    ).replace("torch.cuda.amp.autocast()", 'torch.amp.autocast("cuda")')
+    # Resolving an action offered on an older version gives it no edit.
+    await replace_text(client, train, TRAIN + "\n", version=2)
+    stale = types.CodeAction(
+        title=fix_all.title, kind=fix_all.kind, data={"uri": train.as_uri(), "version": 1}
+    )
+    assert (await client.code_action_resolve_async(stale)).edit is None
 
 
 async def test_unsafe_fixes_are_offered_only_when_the_client_allows_them(client, train):

@@ -20,6 +20,7 @@ from torchlint.lsp.convert import PositionMap, changed_span, text_edit, to_lsp
 from torchlint.noqa import noqa_edit
 
 FIX_ALL = "source.fixAll.torchlint"
+FIX_ALL_TITLE = "torchlint: Fix all safe fixes"
 
 
 def wanted(kind: str, only: Sequence[str] | None) -> bool:
@@ -35,9 +36,12 @@ def code_actions(
     only: Sequence[str] | None,
     unsafe: bool,
     fixed_text: Callable[[], str],
+    resolve: dict | None = None,
 ) -> list[types.CodeAction]:
     """The actions for the diagnostics that touch `span` (offsets), then the fix-all when anything in the
-    document has a safe fix. `fixed_text` runs the fix-all only when it is offered."""
+    document has a safe fix. `fixed_text` runs the fix-all only when it is offered, and not at all with
+    `resolve` (the client resolves actions): then the fix-all carries `resolve` as its data and gets its
+    edit from `codeAction/resolve`, so that a light bulb on every cursor move does not run every fix."""
     actions: list[types.CodeAction] = []
     if wanted(types.CodeActionKind.QuickFix, only):
         start, end = span
@@ -46,16 +50,19 @@ def code_actions(
                 actions.extend(_quick_fixes(uri, positions, diagnostic, unsafe))
     safe = [d for d in diagnostics if d.fix is not None and d.fix.applicability is Applicability.SAFE]
     if safe and wanted(FIX_ALL, only):
-        edit = changed_span(positions.text, fixed_text())
-        if edit is not None:
-            actions.append(
-                types.CodeAction(
-                    title="torchlint: Fix all safe fixes",
-                    kind=FIX_ALL,
-                    edit=_workspace_edit(uri, positions, [edit]),
-                )
-            )
+        if resolve is not None:
+            actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, data=resolve))
+        else:
+            edit = fix_all_edit(uri, positions, fixed_text())
+            if edit is not None:
+                actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, edit=edit))
     return actions
+
+
+def fix_all_edit(uri: str, positions: PositionMap, fixed: str) -> types.WorkspaceEdit | None:
+    """The fix-all as one minimal edit (None when the fixes change nothing)."""
+    edit = changed_span(positions.text, fixed)
+    return _workspace_edit(uri, positions, [edit]) if edit is not None else None
 
 
 def _quick_fixes(

@@ -41,14 +41,17 @@ class Checker:
         self.parse = StatementParser()  # shared by every check: unchanged statements are not parsed again
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
+        self._fixed: dict[str, tuple[tuple, FixResult]] = {}
 
     def forget(self) -> None:
         """Settings or other files changed: read the settings again, and re-check every buffer."""
         self._resolver = None
         self._checked.clear()
+        self._fixed.clear()
 
     def drop(self, uri: str) -> None:
         self._checked.pop(uri, None)
+        self._fixed.pop(uri, None)
 
     def settings_for(self, buffer: Buffer) -> Settings:
         """The buffer's settings (ConfigError for a broken config, as the command line would say)."""
@@ -78,14 +81,21 @@ class Checker:
         return checked
 
     def fix_all(self, buffer: Buffer) -> FixResult:
-        """Every safe fix applied, to a fixpoint, as `torchlint --fix` would (InternalError if one broke)."""
-        return self._linter().fix_text(
+        """Every safe fix applied, to a fixpoint, as `torchlint --fix` would (InternalError if one broke);
+        kept for the buffer's version, as its diagnostics are."""
+        key = (buffer.uri, buffer.version, buffer.text)
+        known = self._fixed.get(buffer.uri)
+        if known is not None and known[0] == key:
+            return known[1]
+        result = self._linter().fix_text(
             buffer.display,
             buffer.text,
             self.settings_for(buffer),
             False,
             in_project=buffer.path is not None,
         )
+        self._fixed[buffer.uri] = (key, result)
+        return result
 
     def _linter(self) -> Linter:
         return Linter(rule_classes=self.rule_classes, fs=self.fs, parse=self.parse)

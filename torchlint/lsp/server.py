@@ -24,7 +24,7 @@ from pygls.protocol import LanguageServerProtocol
 
 from torchlint import __version__
 from torchlint.docs import rule_doc
-from torchlint.lsp.actions import FIX_ALL, code_actions
+from torchlint.lsp.actions import FIX_ALL, code_actions, fix_all_edit
 from torchlint.lsp.checker import Checker
 from torchlint.lsp.convert import PositionMap, to_lsp
 from torchlint.lsp.documents import Buffer, BufferFileSystem, path_of_uri
@@ -81,6 +81,13 @@ class TorchlintServer(LanguageServer):
         self.checker.drop(uri)
         if buffer is not None and buffer.path is not None:
             self.fs.close(buffer.path)
+
+    @property
+    def resolves_edits(self) -> bool:
+        """Whether the client asks `codeAction/resolve` for an action's edit."""
+        capability = self.client_capabilities.text_document
+        support = capability and capability.code_action and capability.code_action.resolve_support
+        return bool(support and "edit" in support.properties)
 
     @property
     def encoding(self) -> str:
@@ -197,7 +204,9 @@ def build_server() -> TorchlintServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]),
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True
+        ),
     )
     def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
         buffer = ls.buffers.get(params.text_document.uri)
@@ -215,10 +224,25 @@ def build_server() -> TorchlintServer:
                 params.context.only,
                 ls.checker.allows_unsafe(buffer),
                 lambda: ls.checker.fix_all(buffer).text,
+                {"uri": buffer.uri, "version": buffer.version} if ls.resolves_edits else None,
             )
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: code actions failed:\n{traceback.format_exc()}")
             return None
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def resolve_code_action(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
+        """The fix-all's edit, for the version it was offered on (a stale one gets none)."""
+        data = action.data if isinstance(action.data, dict) else {}
+        buffer = ls.buffers.get(data.get("uri", ""))
+        if action.kind != FIX_ALL or buffer is None or buffer.version != data.get("version"):
+            return action
+        try:
+            positions = PositionMap(buffer.text, ls.encoding)
+            action.edit = fix_all_edit(buffer.uri, positions, ls.checker.fix_all(buffer).text)
+        except Exception:  # noqa: BLE001
+            ls.log(types.MessageType.Error, f"torchlint: fix-all failed:\n{traceback.format_exc()}")
+        return action
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
