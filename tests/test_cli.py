@@ -187,3 +187,10 @@ def test_quiet_prints_findings_only(project):
     (project / "train.py").write_text(DEPRECATED)
     result = invoke("-q", "--output-format", "concise")
     assert result.output.count("\n") == 1
+
+
+def test_a_run_that_finds_no_python_file_warns_and_never_claims_all_checks_passed(project):
+    (project / "notes.txt").write_text("not python\n")
+    result = invoke(".")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert result.stderr == "warning: No Python files found under the given path(s)\n"

@@ -33,3 +33,25 @@ def test_debug_facts_shows_loops_loaders_options_and_uses(monkeypatch):
 
 def test_debug_facts_on_a_missing_file_exits_two():
     assert CliRunner().invoke(main, ["debug", "facts", "nope.py"]).exit_code == 2
+
+
+def test_debug_facts_shows_trained_models_and_compile_sites(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    output = CliRunner().invoke(main, ["debug", "facts", "fixtures/compile_cpu/train.py"]).output
+    assert output.endswith(
+        "trained models:\n"
+        "  `model` trained by `torch.optim.SGD(...)` (line 28)\n"
+        "    line 27: place `Regressor().to(device)`\n"
+        "    line 27: build `Regressor()`\n"
+        "    compiled: no; device: cuda when available\n"
+        "compile sites:\n"
+        "  (none)\n"
+    )
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import torch\nmodel = Net().cuda()\nopt = torch.optim.SGD(model.parameters())\n"
+        "for x in data:\n    step = torch.compile(model)\n    step(x).sum().backward()\n    opt.step()\n"
+    )
+    output = CliRunner().invoke(main, ["debug", "facts", str(script)]).output
+    assert "compile sites:\n  line 5: `torch.compile(...)` of `model`, every training step\n" in output
+    assert "    line 5: compile `torch.compile(model)`, in a loop\n    compiled: yes; device: cuda\n" in output

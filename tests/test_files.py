@@ -23,7 +23,7 @@ def repo(tmp_path, monkeypatch):
 def files_reported(*args: str) -> list[str]:
     result = CliRunner().invoke(main, ["--output-format", "json", *args], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
-    return sorted({d["filename"] for d in json.loads(result.output)})
+    return sorted({d["filename"] for d in json.loads(result.stdout)})
 
 
 def put(root, relative: str, text: str = DEPRECATED) -> None:

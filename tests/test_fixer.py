@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fixer_rules import text_rule
-from support import FIXTURES, REPO, doc_sections, python_blocks, settings
+from support import FIXTURES, REPO, doc_sections, fix, lint, python_blocks, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.cli import main
@@ -549,3 +549,16 @@ def test_a_non_converging_fix_is_a_warning_and_the_file_is_still_written(project
 
 def test_the_repo_is_where_the_tests_think_it_is():
     assert (REPO / "torchlint" / "fix" / "apply.py").is_file()
+
+
+def test_a_lone_carriage_return_ends_a_line_for_positions_fixes_and_noqa():
+    """Python and LibCST end a line at a lone "\\r": so must positions, or a fix lands on the wrong line
+    (reliability repro D4: inside a string literal)."""
+    source = (
+        '# x\r# y\rimport torch\nscaler = torch.cuda.amp.GradScaler()\ndoc = """\n'
+        'scaler = torch.cuda.amp.GradScaler()\n"""\nkept = torch.cuda.amp.GradScaler()  # noqa: TL304\r'
+    )
+    assert [(d.code, d.location.line) for d in lint(source, select=("TL304",))] == [("TL304", 4)]
+    assert fix(source, select=("TL304",)) == source.replace(
+        "scaler = torch.cuda.amp.GradScaler()\ndoc", 'scaler = torch.amp.GradScaler("cuda")\ndoc'
+    )

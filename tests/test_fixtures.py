@@ -18,6 +18,7 @@ from support import FIXTURES, REPO
 
 from torchlint.api import RunOptions, run
 from torchlint.rules.base import registered_rules
+from torchlint.workspace.settings import CliOverrides
 
 _EXPECT = re.compile(r"#.*?\bexpect: *(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
 _EXPECT_NONE = re.compile(r"#.*?\bexpect-none: *(?P<codes>TL\d{0,3}(?:\s*,\s*TL\d{0,3})*)")
@@ -96,7 +97,10 @@ def test_fixture_runs_before_and_after_fixing(tmp_path, script, deprecated_amp):
     copy = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, copy, ignore=shutil.ignore_patterns("__pycache__"))
     project = (copy / script).parent if "/" in script else copy / script  # with its sibling modules
-    outcome = run(RunOptions(paths=[project], fix=True, unsafe_fixes=True))
+    # TL101's compile is left out: each compiled fixture would spend half a minute in Inductor here, and
+    # test_rules_compile.py runs a compiled fixture (and checks that it really compiled).
+    no_compile = CliOverrides(ignore=("TL101",))
+    outcome = run(RunOptions(paths=[project], fix=True, unsafe_fixes=True, overrides=no_compile))
     assert outcome.errors == []
     fixed = _run_script(copy, script)
     assert fixed.returncode == 0, fixed.stderr[-2000:]

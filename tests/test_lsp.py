@@ -32,7 +32,7 @@ TRAIN = textwrap.dedent(
 
     def main():
         device = torch.device("cuda")
-        model = torch.nn.Linear(4, 2).to(device)
+        model = torch.compile(torch.nn.Linear(4, 2).to(device))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.cuda.amp.GradScaler()
         loader = DataLoader(dataset, batch_size=32)

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
+from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
 from torchlint.workspace.fs import FileSystem
 
@@ -207,16 +207,7 @@ class _Worker:
             return outcome
         outcome.parsed = 1 if linter.parsed > parsed_before else 0
         outcome.from_cache = 1 if linter.from_cache > cached_before else 0
-        for diagnostic in diagnostics:
-            if diagnostic.fix is None or diagnostic.fix.applicability is Applicability.DISPLAY_ONLY:
-                continue
-            if diagnostic.fix.applicability.allowed(unsafe):
-                outcome.fixable += 1
-            else:
-                outcome.hidden_fixes += 1
-        if diagnostics:
-            outcome.diagnostics.extend(diagnostics)
-            outcome.sources[target.display] = LineIndex(text)
+        outcome.add_findings(target.display, text, diagnostics, unsafe)
         return outcome
 
     def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:

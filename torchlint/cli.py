@@ -7,14 +7,17 @@ never masks.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import click
 
 from torchlint import __version__
 
-OUTPUT_FORMATS = ("full", "concise", "json", "github")
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "gitlab", "junit", "pylint", "sarif")
 
 
 class DefaultToCheck(click.Group):
@@ -55,6 +58,17 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 )
 @click.option("--ignore", multiple=True, callback=_split_codes, help="Rule codes or prefixes to disable.")
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True)
+@click.option(
+    "--output-file",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to this file (its folders are created) instead of standard output.",
+)
+@click.option(
+    "--stdin-filename",
+    type=click.Path(path_type=Path),
+    help="Check standard input as this file (its settings and project); `-` alone reads it too.",
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
 @click.option(
     "--config",
@@ -82,6 +96,8 @@ def check(
     extend_select: list[str],
     ignore: list[str],
     output_format: str,
+    output_file: Path | None,
+    stdin_filename: Path | None,
     exit_zero: bool,
     config_file: Path | None,
     force_exclude: bool,
@@ -92,12 +108,16 @@ def check(
     no_prefilter: bool,
     show_phase2_count: bool,
 ) -> None:
-    """Check PATHS (default: the current folder) for slow training code."""
+    """Check PATHS (default: the current folder) for slow training code; `-` reads standard input."""
     from torchlint.api import RunOptions, replay, run
     from torchlint.workspace.settings import CliOverrides
 
+    stdin = stdin_filename is not None or paths == (Path("-"),)
+    if stdin_filename is not None:
+        for ignored in (path for path in paths if path != Path("-")):
+            click.echo(f"warning: ignoring {ignored} in favour of standard input", err=True)
     options = RunOptions(
-        paths=list(paths) or [Path(".")],
+        paths=[] if stdin else list(paths) or [Path(".")],
         fix=fix,
         unsafe_fixes=unsafe_fixes,
         diff=diff,
@@ -108,23 +128,39 @@ def check(
         cache=not no_cache,
         prefilter=not no_prefilter,
     )
-    outcome = replay(options)  # light: the linter is imported only by `run`
-    if outcome is None:
-        outcome = run(options)
+    if stdin:
+        from torchlint.stdin import run_stdin
+
+        piped = run_stdin(options, sys.stdin.buffer.read(), stdin_filename)
+        outcome = piped.outcome
+        if fix:  # the fixed text is the output; the report goes to stderr (or --output-file)
+            sys.stdout.buffer.write(piped.output)
+            sys.stdout.flush()
+        if piped.excluded:
+            click.echo(f"warning: {stdin_filename} is excluded (--force-exclude): not checked", err=True)
+    else:
+        outcome = replay(options)  # light: the linter is imported only by `run`
+        if outcome is None:
+            outcome = run(options)
+        if not outcome.files_checked and not outcome.errors:
+            click.echo("warning: No Python files found under the given path(s)", err=True)
     if show_phase2_count:
         click.echo(
             f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, "
             f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}",
             err=True,
         )
-    if statistics and not (fix or diff):
-        from torchlint.report.statistics import write_statistics
+    default = sys.stderr if stdin and fix else sys.stdout
+    with _report_stream(output_file, default) as out:
+        if statistics and not (fix or diff):
+            from torchlint.report.statistics import write_statistics, write_statistics_json
 
-        for message in outcome.errors:
-            click.echo(f"error: {message}", err=True)
-        write_statistics(outcome.diagnostics, sys.stdout)
-    else:
-        _report(outcome, options, output_format, quiet)
+            for message in outcome.errors:
+                click.echo(f"error: {message}", err=True)
+            write = write_statistics_json if output_format == "json" else write_statistics
+            write(outcome.diagnostics, out)
+        else:
+            _report(outcome, options, output_format, quiet, out)
     if outcome.errors:
         sys.exit(2)
     if exit_zero:
@@ -134,8 +170,26 @@ def check(
     sys.exit(1 if outcome.diagnostics else 0)
 
 
-def _report(outcome, options, output_format: str, quiet: bool) -> None:
-    from torchlint.report import REPORTERS
+@contextlib.contextmanager
+def _report_stream(output_file: Path | None, default: TextIO) -> Iterator[TextIO]:
+    """Where the report goes: `--output-file` (its folders created; written after the run, never part of
+    what a check reads), else `default`."""
+    if output_file is None:
+        yield default
+        default.flush()
+        return
+    try:
+        output_file.parent.mkdir(parents=True, exist_ok=True)
+        stream = open(output_file, "w", encoding="utf-8", newline="")
+    except OSError as error:
+        click.echo(f"error: --output-file: {output_file}: {error.strerror or error}", err=True)
+        sys.exit(2)
+    with stream:
+        yield stream
+
+
+def _report(outcome, options, output_format: str, quiet: bool, out: TextIO) -> None:
+    from torchlint.report import MACHINE_FORMATS, REPORTERS
 
     for message in outcome.warnings:
         click.echo(f"warning: {message}", err=True)
@@ -145,15 +199,17 @@ def _report(outcome, options, output_format: str, quiet: bool) -> None:
         from torchlint.fix.apply import unified_diff
 
         for path, before, after in outcome.diffs:
-            sys.stdout.write(unified_diff(path, before, after))
-        sys.stdout.flush()
+            out.write(unified_diff(path, before, after))
+        out.flush()
         if not quiet:
             click.echo(_diff_summary(outcome), err=True)
         return
-    REPORTERS[output_format](outcome.diagnostics, outcome.sources, sys.stdout)
-    if quiet or output_format in ("json", "github"):
+    REPORTERS[output_format](outcome.diagnostics, outcome.sources, out)
+    if quiet or output_format in MACHINE_FORMATS:
         return
-    click.echo(_summary(outcome, options))
+    summary = _summary(outcome, options)
+    if summary:
+        click.echo(summary, file=out)
 
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:
@@ -169,7 +225,7 @@ def _summary(outcome, options) -> str:
         lines.append(f"Found {_plural(total, 'finding')} ({outcome.fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {_plural(remaining, 'finding')}.")
-    elif not outcome.files_failed:
+    elif not outcome.files_failed and outcome.files_checked:  # never when nothing was read
         lines.append("All checks passed!")
     applicable, hidden = outcome.fixable, outcome.hidden_fixes
     hint = f"{_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with the `--unsafe-fixes` option"

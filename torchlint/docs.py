@@ -5,6 +5,8 @@ An editable install has no `_docs` folder; it reads the source tree's `rules/` i
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/rules/{code}.md"
@@ -26,3 +28,29 @@ def rule_doc(code: str) -> str | None:
 
 def rule_url(code: str) -> str:
     return DOCS_URL.format(code=code)
+
+
+@dataclass(frozen=True)
+class RuleSummary:
+    """What a report that describes its rules (SARIF) says of one: from the doc's *What it does*."""
+
+    short: str  # its first sentence
+    full: str  # the whole section, as one paragraph per paragraph
+    markdown: str  # the whole doc
+
+
+_SECTION = re.compile(r"^## What it does\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def rule_summary(code: str) -> RuleSummary | None:
+    text = rule_doc(code)
+    if text is None:
+        return None
+    match = _SECTION.search(text)
+    section = match.group(1) if match else ""
+    paragraphs = [" ".join(p.split()) for p in section.strip().split("\n\n") if p.strip()]
+    full = "\n\n".join(paragraphs)
+    first = paragraphs[0] if paragraphs else ""
+    short = _SENTENCE_END.split(first, maxsplit=1)[0]
+    return RuleSummary(short, full, text)

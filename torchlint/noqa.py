@@ -16,7 +16,7 @@ import tokenize
 from dataclasses import dataclass
 
 from torchlint.fix.model import Edit
-from torchlint.positions import LineIndex
+from torchlint.positions import LineIndex, split_lines
 
 _CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 _LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
@@ -73,7 +73,8 @@ def read_suppressions(text: str) -> Suppressions:
 def _comments(text: str) -> list[tuple[int, str, bool]]:
     """(line, comment, whether the comment is alone on its line)."""
     try:
-        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        # Universal newlines: a lone "\r" ends a line, as it does for Python and for LibCST's positions.
+        tokens = tokenize.generate_tokens(io.StringIO(text, newline=None).readline)
         return [
             (tok.start[0], tok.string, not tok.line[: tok.start[1]].strip())
             for tok in tokens
@@ -82,7 +83,7 @@ def _comments(text: str) -> list[tuple[int, str, bool]]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         # An unfinished file: fall back to comment-looking text, line by line.
         found = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(split_lines(text), start=1):
             index = line.find("#")
             if index != -1:
                 found.append((number, line[index:], not line[:index].strip()))
@@ -121,7 +122,7 @@ def noqa_edit(text: str, line: int, code: str) -> Edit | None:
 def _ends_inside_a_token(text: str, line: int) -> bool:
     """Whether a token (a triple-quoted or f-string) runs past the end of `line`."""
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
             if token.start[0] > line:
                 return False
             if token.start[0] <= line < token.end[0]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
 from torchlint.workspace.settings import CliOverrides
 
 
@@ -41,6 +41,19 @@ class Outcome:
     from_cache: int = 0  # files whose results came from the cache
     replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
     observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
+
+    def add_findings(self, display: str, text: str, diagnostics: list[Diagnostic], unsafe: bool) -> None:
+        """One file's remaining findings, with its text (for the reporters) and its fix counts."""
+        for diagnostic in diagnostics:
+            if diagnostic.fix is None or diagnostic.fix.applicability is Applicability.DISPLAY_ONLY:
+                continue
+            if diagnostic.fix.applicability.allowed(unsafe):
+                self.fixable += 1
+            else:
+                self.hidden_fixes += 1
+        if diagnostics:
+            self.diagnostics.extend(diagnostics)
+            self.sources[display] = LineIndex(text)
 
     def merge(self, other: Outcome) -> None:
         for name in (

@@ -1,10 +1,24 @@
 """Offsets in a decoded text <-> 1-based lines and columns: computed at the edges (reporters, positions of
-findings), only for files that have findings. A leaf module: facts, diagnostics and reporters all use it."""
+findings), only for files that have findings. A leaf module: facts, diagnostics and reporters all use it.
+
+Lines end where Python's tokenizer (and LibCST, whose positions are turned into offsets here) ends them: at
+`\r\n`, `\n` or a lone `\r`. Counting only `\n` would put every position after a lone `\r` on the wrong line,
+and a fix in the wrong place (once inside a string literal).
+"""
 
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` as Python counts them (unlike `str.splitlines`, not at form feeds and the like)."""
+    lines = LINE_BREAK.split(text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 @dataclass(frozen=True)
@@ -21,11 +35,14 @@ class LineIndex:
     def __init__(self, text: str) -> None:
         self.text = text
         starts = [0]
-        find = text.find
-        i = find("\n")
-        while i != -1:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
+        if "\r" in text:
+            starts.extend(match.end() for match in LINE_BREAK.finditer(text))
+        else:
+            find = text.find
+            i = find("\n")
+            while i != -1:
+                starts.append(i + 1)
+                i = find("\n", i + 1)
         self.line_starts = starts
 
     def offset(self, line: int, column0: int) -> int:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.torch.datasets import DatasetAnalysis, Unpicklable
     from torchlint.facts.torch.loaders import Loader
+    from torchlint.facts.torch.models import CompileQuestions, CompileSite, Model, ModelAnalysis
     from torchlint.facts.torch.moves import Move
     from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
 
@@ -44,6 +45,8 @@ _LAZY = {
     "Signature": "torchlint.facts.syntax.calls",
     "SourceModule": "torchlint.facts.syntax.module",
     "Loader": "torchlint.facts.torch.loaders",
+    "CompileSite": "torchlint.facts.torch.models",
+    "Model": "torchlint.facts.torch.models",
     "LoaderUse": "torchlint.facts.torch.training",
     "Move": "torchlint.facts.torch.moves",
     "Unpicklable": "torchlint.facts.torch.datasets",
@@ -64,11 +67,13 @@ __all__ = [
     "Binding",
     "BindingKind",
     "CallArguments",
+    "CompileSite",
     "DatasetKind",
     "Device",
     "DeviceEvidence",
     "Loader",
     "LoaderUse",
+    "Model",
     "ModuleFacts",
     "Move",
     "Reference",
@@ -153,6 +158,16 @@ class ModuleFacts:
         return self.source.analysis(DeviceAnalysis).evidence
 
     @cached_property
+    def runs_on_xla(self) -> bool:
+        """The module imports torch_xla: it trains on a TPU (or another XLA device), not through CUDA."""
+        return any(
+            (binding.qualname or "").split(".")[0] == "torch_xla"
+            for bindings in self.source.module_scope.bindings.values()
+            for binding in bindings
+            if binding.kind is BindingKind.IMPORT
+        )
+
+    @cached_property
     def frameworks(self) -> frozenset[str]:
         """Frameworks that own the training loop here: lightning, transformers, accelerate."""
         from torchlint.facts.torch import frameworks
@@ -222,3 +237,72 @@ class ModuleFacts:
     def samples_on_cpu(self, loader: Loader) -> bool | None:
         """True: the dataset's class never moves samples to a device; False: it does; None: unknown."""
         return self.datasets.samples_on_cpu(loader)
+
+    # -- models and compilation ---------------------------------------------------------------------------
+
+    @property
+    def _models(self) -> ModelAnalysis:
+        from torchlint.facts.torch.models import ModelAnalysis
+
+        return self.source.analysis(ModelAnalysis)
+
+    @property
+    def _compiling(self) -> CompileQuestions:
+        from torchlint.facts.torch.models import CompileQuestions
+
+        return self.source.analysis(CompileQuestions)
+
+    @property
+    def trained_models(self) -> list[Model]:
+        """Models whose parameters reach an optimizer in a module that trains, with what is done to them."""
+        return self._models.models
+
+    @property
+    def compile_sites(self) -> list[CompileSite]:
+        """Every place this module asks for compilation (calls, decorators, `torch_compile=` arguments)."""
+        return self._models.compile_sites
+
+    def compiled_somewhere(self, model: Model) -> bool:
+        return self._compiling.compiled_somewhere(model)
+
+    def model_device(self, model: Model) -> Device:
+        return self._models.device(model)
+
+    def is_sequential(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`expr` holds an `nn.Sequential` (or a subclass without its own `forward`)."""
+        return self._models.is_sequential(expr, scope)
+
+    def runs_every_step(self, site: CompileSite) -> bool:
+        """The compile call runs on every step or epoch of training."""
+        return site.call is not None and self._compiling.runs_every_step(site.call)
+
+    def wrapper_compiled(self, site: CompileSite) -> str | None:
+        """The DDP/FSDP wrapper a compile site compiles instead of the module inside it (its name as
+        written), or None."""
+        from torchlint.facts.torch.models import wrapper_compiled
+
+        return wrapper_compiled(self._compiling, site)
+
+    def compiled_result_unused(self, site: CompileSite) -> bool:
+        """`compiled = torch.compile(model)`, `compiled` never read, and `model` itself called."""
+        return self._compiling.unused_result(site)
+
+    def standalone_statement(self, call: Node) -> Node | None:
+        """The expression statement that is `call` alone, if it is one."""
+        return self._compiling.standalone_statement(call)
+
+    def is_variable(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """A plain name or `self.x`: something a fix can assign to or call a method on."""
+        from torchlint._lazy import cst
+
+        return isinstance(expr, cst.Name) or self.source.is_self_attribute(expr, scope)
+
+    def code_of_arguments(self, call: cst.Call, skip: int = 0) -> list[str]:
+        """A call's arguments as written (`mode="max-autotune"`), without its first `skip` positional ones."""
+        found = []
+        for arg in call.args:
+            if skip and arg.keyword is None and not arg.star:
+                skip -= 1
+                continue
+            found.append(self.source.code(arg.with_changes(comma=None)).strip())
+        return found

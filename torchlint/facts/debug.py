@@ -47,6 +47,27 @@ def describe(facts: ModuleFacts) -> str:
             out.append("    feeds no training loop")
     if not facts.loaders:
         out.append("  (none)")
+    out.append("trained models:")
+    for model in facts.trained_models:
+        out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")
+        for event in model.events:
+            text = facts.code(event.node).splitlines()[0]
+            flags = "".join(
+                (", conditional" if event.conditional else "", ", in a loop" if event.in_loop else "")
+            )
+            out.append(f"    line {line(event.node)}: {event.kind} `{text}`{flags}")
+        compiled = "yes" if facts.compiled_somewhere(model) else "no"
+        kind = ", an nn.Sequential" if facts.is_sequential(model.expr, model.scope) else ""
+        out.append(f"    compiled: {compiled}; device: {facts.model_device(model).label}{kind}")
+    if not facts.trained_models:
+        out.append("  (none)")
+    out.append("compile sites:")
+    for site in facts.compile_sites:
+        every = ", every training step" if facts.runs_every_step(site) else ""
+        what = f" of `{facts.code(site.compiled)}`" if site.compiled is not None else ""
+        out.append(f"  line {line(site.node)}: {site.how}{what}{every}")
+    if not facts.compile_sites:
+        out.append("  (none)")
     for arguments in facts.hf_training_arguments:
         out.append(f"TrainingArguments at line {line(arguments.call)}:")
         for name, option in sorted(arguments.options.items()):

@@ -106,6 +106,36 @@ def _replace_call(source: SourceModule, call: cst.Call, callee: str, args: list[
     return replace_node(source, call, call.with_changes(func=cst.parse_expression(callee), args=args))
 
 
+# -- statements ---------------------------------------------------------------------------------------------
+
+
+def statement_after(source: SourceModule, statement: cst.CSTNode, code: str) -> Edit | None:
+    """A new statement `code` on the line after `statement`, indented like it.
+
+    None unless `statement` stands on lines of its own (nothing before it on its first line, at most a
+    comment after it on its last): after `if x: model = Net()` or `a = 1; b = 2` a new line would land in
+    another block or between statements the author wrote as one."""
+    text = source.text
+    start, end = source.span(statement)
+    line_start, line_end = source.line_span(statement)
+    indent = text[line_start:start]
+    rest = text[end:line_end].strip()
+    if indent.strip() or (rest and not rest.startswith("#")):
+        return None
+    newline = source.newline
+    if line_end == len(text) and not text.endswith(("\n", "\r")):
+        return Edit(line_end, line_end, f"{newline}{indent}{code}")
+    return Edit(line_end, line_end, f"{indent}{code}{newline}")
+
+
+def replace_statement(source: SourceModule, statement: cst.CSTNode, code: str) -> Edit:
+    """A small statement (an assignment, an expression) becomes the one statement `code`; EditError as
+    above."""
+    parsed = cst.parse_statement(code)
+    assert isinstance(parsed, cst.SimpleStatementLine) and len(parsed.body) == 1
+    return replace_node(source, statement, parsed.body[0])
+
+
 # -- imports ------------------------------------------------------------------------------------------------
 
 

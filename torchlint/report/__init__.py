@@ -9,7 +9,12 @@ from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.report.concise import write_concise
 from torchlint.report.full import write_full
 from torchlint.report.github import write_github
+from torchlint.report.gitlab import write_gitlab
 from torchlint.report.json import write_json
+from torchlint.report.json_lines import write_json_lines
+from torchlint.report.junit import write_junit
+from torchlint.report.pylint import write_pylint
+from torchlint.report.sarif import write_sarif
 
 Reporter = Callable[[list[Diagnostic], dict[str, LineIndex], TextIO], None]
 
@@ -17,7 +22,15 @@ REPORTERS: dict[str, Reporter] = {
     "full": write_full,
     "concise": write_concise,
     "json": write_json,
+    "json-lines": write_json_lines,
     "github": write_github,
+    "gitlab": write_gitlab,
+    "junit": write_junit,
+    "pylint": write_pylint,
+    "sarif": write_sarif,
 }
 
-__all__ = ["REPORTERS", "Reporter"]
+# Formats for machines: the report is the whole output (no "Found N findings." summary after it).
+MACHINE_FORMATS = frozenset({"json", "json-lines", "github", "gitlab", "junit", "pylint", "sarif"})
+
+__all__ = ["MACHINE_FORMATS", "REPORTERS", "Reporter"]

@@ -1,4 +1,7 @@
-"""A JSON array with ruff's field names, so tools that read ruff's JSON read ours."""
+"""A JSON array with ruff's field names, so tools that read ruff's JSON read ours.
+
+`to_json` (one finding) and `location` (an offset as `{row, column}`) are shared with json-lines and sarif.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import TextIO
 from torchlint.diagnostics import Diagnostic, LineIndex
 
 
-def _location(lines: LineIndex | None, offset: int) -> dict[str, int]:
+def location(lines: LineIndex | None, offset: int) -> dict[str, int]:
     if lines is None:
         return {"row": 1, "column": 1}
     position = lines.position(offset)
@@ -24,8 +27,8 @@ def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
             "edits": [
                 {
                     "content": e.content,
-                    "location": _location(lines, e.start),
-                    "end_location": _location(lines, e.end),
+                    "location": location(lines, e.start),
+                    "end_location": location(lines, e.end),
                 }
                 for e in d.fix.standalone_edits(lines.text if lines else "")
             ],

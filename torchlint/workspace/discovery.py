@@ -230,15 +230,18 @@ def _expand(
     path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
 ) -> Iterator[tuple[Path, str]]:
     if not resolver.fs.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
-        settings = resolver.for_file(path)
-        if force_exclude and (
-            is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
-        ):
+        if force_exclude and force_excluded(path, resolver.for_file(path), gitignore):
             return
-        yield path, _display(path)
+        yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
     yield from _walk(path, resolver, gitignore, visited, force_exclude)
+
+
+def force_excluded(path: Path, settings: Settings, gitignore: GitIgnore) -> bool:
+    """What `--force-exclude` drops of a file named explicitly (or piped in as `--stdin-filename path`):
+    one its settings exclude, or git ignores."""
+    return is_excluded(path, settings) or (settings.respect_gitignore and gitignore.ignored(path, False))
 
 
 def _walk(
@@ -272,12 +275,12 @@ def _walk(
         ):
             continue
         if entry.name.endswith(".py"):
-            yield child, _display(child)
+            yield child, display_name(child)
         elif is_dir:
             yield from _walk(child, resolver, gitignore, visited, force_exclude)
 
 
-def _display(path: Path) -> str:
+def display_name(path: Path) -> str:
     """Paths relative to the working directory when below it, as the user typed them otherwise."""
     text, prefix = os.path.abspath(path), os.path.join(os.getcwd(), "")
     if text.startswith(prefix):  # string work, as in relative_to_root: it runs per file

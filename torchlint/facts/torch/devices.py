@@ -3,7 +3,8 @@
 - CUDA: an unconditional `.cuda()`, `"cuda"`/`"cuda:0"`/`f"cuda:{rank}"`, `torch.device("cuda", rank)`,
   a `--device` option defaulting to cuda, `init_process_group("nccl")`;
 - CUDA when available: `"cuda" if torch.cuda.is_available() else "cpu"` (any ternary with a cuda branch),
-  `accelerator.device` (accelerate), `torch.accelerator.current_accelerator()`, a conditional `.cuda()`,
+  `accelerator.device` (accelerate), `torch.accelerator.current_accelerator()` or `.is_available()` called
+  anywhere (a device named `f"{device_type}:{rank}"` follows `device_type`), a conditional `.cuda()`,
   and the frameworks that pick the GPU when there is one (`frameworks.placement`);
 - CPU: only `"cpu"` is ever named (`torch.load(..., map_location="cpu")` does not count: it says where a
   checkpoint is loaded, not where training runs);
@@ -53,6 +54,8 @@ class DeviceAnalysis:
             head = expr.parts[0] if expr.parts else None
             if isinstance(head, cst.FormattedStringText) and head.value.startswith("cuda"):
                 return Device.CUDA
+            if isinstance(head, cst.FormattedStringExpression):  # f"{device_type}:{rank}"
+                return self.device_of(head.expression, scope, depth + 1)
             return Device.UNKNOWN
         if isinstance(expr, cst.IfExp):
             branches = {
@@ -136,6 +139,8 @@ class DeviceAnalysis:
                     reason = f"`{source.code(node)}`"
                 elif callee.endswith("init_process_group") and "nccl" in source.code(node):
                     found, reason = Device.CUDA, "the nccl backend"
+                elif callee in _CWA_CALLS:
+                    found, reason = Device.CUDA_WHEN_AVAILABLE, f"`{source.code(func)}()`"
                 elif placed is not None:
                     found, reason = placed
             if found is Device.UNKNOWN:

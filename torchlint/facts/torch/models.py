@@ -1,0 +1,881 @@
+"""Which models are trained, how each was built, placed, wrapped and compiled, and where `torch.compile` runs.
+
+A *trained model* is an object whose parameters reach an optimizer — `AdamW(model.parameters())`, parameter
+groups built from `model.named_parameters()`, `create_optimizer_v2(model, ...)`, `model.configure_optimizers(...)`
+(nanoGPT) — in a module that trains (it has a training loop, or calls a function that has one). It is named
+by a variable (`model`) or an attribute of `self` (`self.model`); `model.module.parameters()` and
+`self.net.encoder.parameters()` name `model` and `self.net`. A model that is a parameter of the function
+that builds the optimizer is followed to every caller's argument, in this module and, through the project
+index, from the modules that call in (`train(model, ...)` in engine.py, the model built in main.py).
+
+Its *events* are what the code does to it, in order: built (`Net()`, `create_model(...)`,
+`AutoModel.from_pretrained(...)`), placed (`.to(device)`, `.cuda()`), wrapped (DDP, FSDP, DataParallel,
+`fully_shard`, `accelerator.prepare`, any call that is given the model and whose result is the model again),
+compiled, loaded from a state dict, pickled whole (`torch.save(model)`), or copied for an EMA.
+
+*Compile sites* are every place the code asks for compilation: `torch.compile(...)` under any alias,
+`x.compile()`, `@torch.compile`, `torch._dynamo.optimize(...)`, and a `compile`/`torch_compile`/
+`dynamo_backend` argument of any call (`TrainingArguments(torch_compile=True)`, `Accelerator(dynamo_backend=
+...)`, `build_model(cfg, compile=args.compile)`): a module with one has decided about compilation, and that
+decision (often behind a flag) is the author's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.training import TrainingAnalysis
+from torchlint.facts.torch.vocabulary import Device
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+MAX_DEPTH = 4
+
+_OPTIMIZER_MODULES = (
+    "torch.optim.",
+    "timm.optim.",
+    "bitsandbytes.optim.",
+    "apex.optimizers.",
+    "transformers.optimization.",
+    "torch.distributed.optim.",
+    "deepspeed.ops.",
+)
+_OPTIMIZER_CLASSES = {
+    "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "NAdam", "RAdam", "LBFGS",
+    "SparseAdam", "ASGD", "Lion", "Adafactor", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit",
+    "Adam8bit", "PagedAdamW", "Muon", "ZeroRedundancyOptimizer", "Adan", "Prodigy", "SGDW",
+}  # fmt: skip
+_OPTIMIZER_FACTORIES = {
+    "create_optimizer",
+    "create_optimizer_v2",
+    "build_optimizer",
+    "get_optimizer",
+    "make_optimizer",
+    "configure_optimizers",
+    "init_optimizer",
+}
+_PARAMETER_METHODS = {"parameters", "named_parameters"}
+_PLACEMENTS = {"to", "cuda", "to_empty"}
+_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+}
+_COMPILERS = {"torch.compile", "torch._dynamo.optimize"}
+_COMPILE_KEYWORDS = {"compile", "torch_compile", "dynamo_backend", "compile_model", "use_compile"}
+_SEQUENTIAL = "torch.nn.Sequential"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing the code does to a model: `kind` is build, place, wrap, compile, load, save-whole or ema."""
+
+    kind: str
+    node: cst.CSTNode  # the call (or the assigned expression)
+    statement: cst.CSTNode | None  # the assignment or the call that stands alone as a statement
+    conditional: bool
+    in_loop: bool
+    offset: int  # where it happens in the text: events are kept in this order
+
+
+@dataclass(frozen=True)
+class CompileSite:
+    """A place the code asks for compilation; `target` is what `x = torch.compile(m)` binds (a Name)."""
+
+    node: cst.CSTNode
+    how: str  # "`torch.compile(...)`", "`.compile()`", "`@torch.compile`", "`torch_compile=`"
+    call: CallRecord | None
+    compiled: cst.BaseExpression | None  # the argument or receiver that is compiled
+    target: cst.Assign | None = None  # `compiled = torch.compile(model)`: the assignment
+    standalone: bool = False  # `torch.compile(model)` as a statement of its own: its result is dropped
+    callee: str = ""  # the compile function as written (`torch.compile`, `tc`)
+    target_text: str = ""  # what the assignment binds (`compiled`)
+
+
+@dataclass(eq=False)
+class Model:
+    """A trained model as this module names it."""
+
+    text: str  # how the code names it: "model", "self.model"
+    expr: cst.BaseExpression  # one place it is named (for positions)
+    scope: Scope  # the scope that decides the name (a method's, for `self.x`)
+    how: str  # how it is trained: "`AdamW(...)`", "`train(...)` in engine.py"
+    trained_at: cst.CSTNode  # the optimizer call, or the call that hands it to the function that trains it
+    events: list[Event] = field(default_factory=list)
+    involved: list[SourceModule] = field(default_factory=list)  # modules that build, compile or train it
+    is_parameter: bool = False  # a parameter here: built by the callers
+    framework: str = ""  # "lightning": a LightningModule given to `trainer.fit(...)`
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [event for event in self.events if event.kind in kinds]
+
+    @property
+    def builds(self) -> list[Event]:
+        return self.of_kind("build")
+
+
+class ModelAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+        self._params: dict[int, dict[str, str]] | None = None
+
+    # -- what trains ------------------------------------------------------------------------------------
+
+    @cached_property
+    def trains(self) -> bool:
+        """This module runs a training loop, here or through a function it calls, or hands training to a
+        trainer object (`trainer.train()` on a `*Trainer` or a project class whose methods train)."""
+        source = self.source
+        training = source.analysis(TrainingAnalysis)
+        if training.training_loops:
+            return True
+        for call in source.calls:
+            target = source.callee(call)
+            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
+                return True
+            if self._runs_a_trainer(call):
+                return True
+        return False
+
+    def _lightning_fits(self) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
+        """`trainer.fit(model, ...)` on a Lightning `Trainer`, with the module it trains."""
+        source = self.source
+        for call in source.calls:
+            func = call.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "fit" and call.node.args):
+                continue
+            for assignment in source.assigned_values(func.value, call.scope):
+                value = assignment.value
+                callee = source.qualname(value.func, assignment.scope) if isinstance(value, cst.Call) else None
+                if callee and callee.split(".")[0] in ("lightning", "pytorch_lightning"):
+                    if callee.endswith("Trainer"):
+                        argument = argument_for_fit(call.node)
+                        if argument is not None:
+                            yield call, argument
+                        break
+
+    def _runs_a_trainer(self, call: CallRecord) -> bool:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("train", "fit")):
+            return False
+        for assignment in self.source.assigned_values(func.value, call.scope):
+            value = assignment.value
+            if not isinstance(value, cst.Call):
+                continue
+            if self.source.code(value.func).endswith("Trainer"):
+                return True
+            found = self.source.resolve_class(value.func, assignment.scope)
+            if found is not None:
+                home, cls = found
+                training = home.analysis(TrainingAnalysis)
+                if any(training.has_training_loop(method) for method in cls.methods.values()):
+                    return True
+        return False
+
+    @cached_property
+    def models(self) -> list[Model]:
+        """The trained models this module names, one per variable or attribute."""
+        if not self.trains:
+            return []
+        found: dict[tuple, Model] = {}
+        for call, how in self._optimizer_calls():
+            for root, scope in self._roots_in(call.node, call.scope):
+                self._add(found, root, scope, how, call.node)
+        for call, argument in self._lightning_fits():  # `trainer.fit(model, ...)`
+            for root, scope in self._roots_of_value(argument, call.scope):
+                model = self._add(found, root, scope, f"`{self.source.code(call.node.func)}(...)`", call.node)
+                if model is not None:
+                    model.framework = "lightning"
+        for call in self.source.calls:  # `train(model, ...)`: a function here or elsewhere that trains it
+            target = self.source.callee(call)
+            if target is None:
+                continue
+            home, function = target
+            for name, inner_how in home.analysis(ModelAnalysis).trained_params(function).items():
+                argument = argument_for(call.node, function, name)
+                if argument is None:
+                    continue
+                where = "" if home is self.source else f" in {_relative(home.path, self.source.path)}"
+                how = f"`{function.name}(...)`{where}"
+                for root, scope in self._roots_of_value(argument, call.scope):
+                    model = self._add(found, root, scope, how, call.node)
+                    if model is not None and home not in model.involved:
+                        model.involved.append(home)
+        models = [model for model in found.values() if not model.is_parameter and self._is_run(model)]
+        for model in models:
+            self._collect_events(model)
+        return models
+
+    def _is_run(self, model: Model) -> bool:
+        """The model is called (`model(x)`) or handed to code that may call it (`train(model)`, `DDP(model)`):
+        a parameter server's copy that only an optimizer steps is not trained by a forward pass here."""
+        source = self.source
+        arguments = self._argument_ids
+        if isinstance(model.expr, cst.Name):
+            return any(
+                (ref.call is not None and not ref.attrs) or id(ref.expr) in arguments
+                for binding in model.scope.bindings.get(model.text, [])
+                for ref in source.references_of(binding)
+            )
+        owner = source.class_of_method_scope(model.scope)
+        for call in source.calls:
+            if source.class_of_method_scope(call.scope) != owner:
+                continue
+            if source.code(call.node.func) == model.text:
+                return True
+            if any(source.code(arg.value) == model.text for arg in call.node.args):
+                return True
+        return False
+
+    @cached_property
+    def _argument_ids(self) -> set[int]:
+        """Expressions handed to other code: call arguments, and what functions return (a factory's
+        `return model, optimizer`; a caller then trains it)."""
+        found = {id(arg.value) for call in self.source.calls for arg in call.node.args}
+        for function in self.source.functions:
+            for returned in function.returns:
+                found.add(id(returned))
+                if isinstance(returned, (cst.Tuple, cst.List)):
+                    found.update(id(element.value) for element in returned.elements)
+        return found
+
+    def trained_params(self, function: FunctionRecord) -> dict[str, str]:
+        """Parameters of `function` whose parameters reach an optimizer, in it or in what it calls with
+        them: name -> how."""
+        if self._params is None:
+            self._params = {}  # a cycle asking back while this runs sees nothing
+            table: dict[int, dict[str, str]] = {}
+            for call, how in self._optimizer_calls():
+                for root, scope in self._roots_in(call.node, call.scope):
+                    self._note_parameter(table, root, scope, how)
+            for call in self.source.calls:
+                target = self.source.callee(call)
+                if target is None:
+                    continue
+                home, callee = target
+                for name, how in home.analysis(ModelAnalysis).trained_params(callee).items():
+                    argument = argument_for(call.node, callee, name)
+                    if argument is not None:
+                        for root, scope in self._roots_of_value(argument, call.scope):
+                            self._note_parameter(table, root, scope, how)
+            self._params = table
+        return self._params.get(id(function), {})
+
+    def _note_parameter(self, table: dict, root: cst.BaseExpression, scope: Scope, how: str) -> None:
+        if isinstance(root, cst.Name) and self._is_parameter(root.value, scope):
+            owner = self.source.function_of_scope(scope.deciding_scope(root.value) or scope)
+            if owner is not None:
+                table.setdefault(id(owner), {})[root.value] = how
+
+    def _add(
+        self, found: dict, root: cst.BaseExpression, scope: Scope, how: str, where: cst.CSTNode
+    ) -> Model | None:
+        key = self._key(root, scope)
+        if key is None:
+            return None
+        if key not in found:
+            is_param = isinstance(root, cst.Name) and self._is_parameter(root.value, scope)
+            deciding = scope.deciding_scope(root.value) if isinstance(root, cst.Name) else scope
+            found[key] = Model(
+                self.source.code(root), root, deciding or scope, how, where, involved=[self.source],
+                is_parameter=is_param,
+            )  # fmt: skip
+        return found[key]
+
+    def _key(self, root: cst.BaseExpression, scope: Scope) -> tuple | None:
+        if isinstance(root, cst.Name):
+            deciding = scope.deciding_scope(root.value)
+            return ("name", id(deciding), root.value) if deciding is not None else None
+        owner = self.source.class_of_method_scope(scope)
+        if owner is not None and isinstance(root, cst.Attribute):
+            return ("attr", id(owner[0]), root.attr.value)
+        return None
+
+    def _is_parameter(self, name: str, scope: Scope) -> bool:
+        bindings = scope.lookup(name)
+        return bool(bindings) and all(b.kind is BindingKind.PARAM for b in bindings)
+
+    def _optimizer_calls(self) -> Iterator[tuple[CallRecord, str]]:
+        source = self.source
+        for call in source.calls:
+            func = call.node.func
+            how = f"`{source.code(func)}(...)`"
+            if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
+                if not self._is_self(func.value, call.scope):
+                    yield call, how
+                continue
+            if isinstance(func, cst.Call):  # getattr(torch.optim, name)(model.parameters(), ...)
+                if source.qualname(func.func, call.scope) == "getattr" and func.args:
+                    if source.qualname(func.args[0].value, call.scope) == "torch.optim":
+                        yield call, how
+                continue
+            qualname = source.qualname(func, call.scope)
+            if qualname is not None:
+                last = qualname.rsplit(".", 1)[-1]
+            elif isinstance(func, (cst.Name, cst.Attribute)):
+                last = func.value if isinstance(func, cst.Name) else func.attr.value
+            else:
+                continue
+            if _is_factory(last) or last in _OPTIMIZER_CLASSES:
+                yield call, how
+            elif qualname and qualname.startswith(_OPTIMIZER_MODULES) and last[:1].isupper():
+                if "lr_scheduler" not in qualname and last != "Optimizer":
+                    yield call, how
+
+    def _is_self(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        owner = self.source.class_of_method_scope(scope)
+        return owner is not None and isinstance(expr, cst.Name) and expr.value == owner[1]
+
+    # -- from an optimizer's arguments to the model -----------------------------------------------------
+
+    def _roots_in(
+        self, call: cst.Call, scope: Scope, depth: int = 0
+    ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
+        """The models whose parameters an optimizer call is given."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
+            root = self._root_of(func.value, scope)
+            if root is not None:
+                yield root, scope
+            return
+        factory = _is_factory(self.source.code(func).rsplit(".", 1)[-1])
+        for arg in call.args:
+            if factory and isinstance(arg.value, (cst.Name, cst.Attribute)):
+                root = self._root_of(arg.value, scope)
+                if root is not None and self._names_a_model(root, scope):
+                    yield root, scope
+            yield from self._parameter_receivers(arg.value, scope, depth)
+
+    def _parameter_receivers(
+        self, expr: cst.CSTNode, scope: Scope, depth: int
+    ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
+        """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values."""
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
+                root = self._root_of(func.value, scope)
+                if root is not None:
+                    yield root, scope
+                return
+        if isinstance(expr, cst.Name):
+            for assignment in self.source.assigned_values(expr, scope):
+                yield from self._parameter_receivers(assignment.value, assignment.scope, depth + 1)
+            return
+        for child in expr.children:
+            yield from self._parameter_receivers(child, scope, depth)
+
+    def _root_of(self, expr: cst.BaseExpression, scope: Scope) -> cst.BaseExpression | None:
+        """`model.module.backbone` -> `model`; `self.net.encoder` -> `self.net`; `self` alone -> None."""
+        chain: list[cst.Attribute] = []
+        while isinstance(expr, cst.Attribute):
+            chain.append(expr)
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
+            return None
+        if self._is_self(expr, scope):
+            return chain[-1] if chain else None
+        return expr
+
+    def _names_a_model(self, root: cst.BaseExpression, scope: Scope) -> bool:
+        """A factory's argument that is a model, not a config: named like one or built like one."""
+        name = self.source.code(root).rsplit(".", 1)[-1].lower()
+        if "model" in name or name in ("net", "network", "module") or name.endswith("net"):
+            return True
+        return any(self._builds_module(a.value, a.scope) for a in self.source.assigned_values(root, scope))
+
+    def _builds_module(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if value.func.attr.value not in _PLACEMENTS:
+                break
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return False
+        qualname = self.source.qualname(value.func, scope) or ""
+        return qualname.startswith(("torch.nn.", "torchvision.models.", "timm.")) or (
+            self.source.resolve_class(value.func, scope) is not None
+        )
+
+    def _roots_of_value(
+        self, expr: cst.BaseExpression, scope: Scope
+    ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
+        """The variable a caller hands over as the model (`train(model)`, `train(self.model)`)."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value in _PLACEMENTS:  # train(model.to(device))
+                yield from self._roots_of_value(expr.func.value, scope)
+            return
+        root = self._root_of(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
+        if root is not None:
+            yield root, scope
+
+    # -- what happens to a model ------------------------------------------------------------------------
+
+    @cached_property
+    def _call_records(self) -> dict[int, CallRecord]:
+        return {id(call.node): call for call in self.source.calls}
+
+    def _collect_events(self, model: Model) -> None:
+        source = self.source
+        assigned: list[tuple[cst.BaseExpression, Scope, cst.CSTNode | None]] = []
+        if isinstance(model.expr, cst.Name):
+            for binding in model.scope.bindings.get(model.text, []):
+                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                    assigned.append((binding.value, binding.scope, binding.node))
+                elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
+                    value = binding.value
+                    if isinstance(value, (cst.Tuple, cst.List)):  # `model, config = self.model, self.config`
+                        elements = value.elements
+                        if binding.index is None or binding.index >= len(elements):
+                            continue
+                        value = elements[binding.index].value
+                    # else `model, optimizer = accelerator.prepare(model, optimizer)`: the call
+                    assigned.append((value, binding.scope, binding.node))
+        else:
+            owner = source.class_of_method_scope(model.scope)
+            if owner is not None:
+                for value, where in owner[0].attributes.get(model.expr.attr.value, []):  # type: ignore[attr-defined]
+                    assigned.append((value, where, self._assignment_of(value)))
+        for value, scope, statement in assigned:
+            self._classify(model, value, scope, statement)
+        for call in source.calls:
+            self._call_on_model(model, call)
+            self._note_receiver(model, call)
+        model.events.sort(key=lambda event: event.offset)
+        for event in model.builds:  # a factory of the project that compiles what it builds
+            if isinstance(event.node, cst.Call):
+                target = source.callee_of_call(event.node, model.scope)
+                if target is not None and target[0] not in model.involved:
+                    model.involved.append(target[0])
+
+    def _assignment_of(self, value: cst.BaseExpression) -> cst.CSTNode | None:
+        for bindings in self._assignments_by_value.get(id(value), []):
+            return bindings
+        return None
+
+    @cached_property
+    def _assignments_by_value(self) -> dict[int, list[cst.CSTNode]]:
+        """`self.x = value` statements by the id of their value (the collector keeps the value only)."""
+        table: dict[int, list[cst.CSTNode]] = {}
+        for statement in _assign_statements(self.source.module):
+            table.setdefault(id(statement.value), []).append(statement)
+        return table
+
+    def _event(self, model: Model, kind: str, node: cst.CSTNode, statement: cst.CSTNode | None) -> None:
+        record = self._call_records.get(id(node))
+        conditional = record.conditional if record is not None else False
+        in_loop = record.loop is not None if record is not None else False
+        offset = self.source.span(node)[0]
+        model.events.append(Event(kind, node, statement, conditional, in_loop, offset))
+
+    def _classify(
+        self, model: Model, value: cst.BaseExpression, scope: Scope, statement: cst.CSTNode | None
+    ) -> None:
+        """What an assignment to the model does: build it, place it, wrap it, compile it."""
+        source = self.source
+        if self._is_model(model, value, scope):
+            return
+        if not isinstance(value, cst.Call):
+            self._event(model, "build", value, statement)
+            return
+        func = value.func
+        qualname = source.qualname(func, scope) or ""
+        positional = [arg.value for arg in value.args if not arg.keyword and not arg.star]
+        if qualname in _COMPILERS:
+            self._event(model, "compile", value, statement)
+            if positional:
+                self._classify(model, positional[0], scope, statement)
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value in _PLACEMENTS:
+            self._event(model, "place", value, statement)
+            self._classify(model, func.value, scope, statement)
+            return
+        if isinstance(func, cst.Attribute) and func.attr.value in ("compile",):
+            self._event(model, "compile", value, statement)
+            return
+        wrapped = [a.value for a in value.args if self._mentions_model(model, a.value, scope)]
+        if qualname in _WRAPPERS or wrapped or self._is_prepare(func):
+            self._event(model, "wrap", value, statement)
+            if positional and not wrapped:
+                self._classify(model, positional[0], scope, statement)
+            return
+        self._event(model, "build", value, statement)
+
+    def _is_prepare(self, func: cst.BaseExpression) -> bool:
+        return isinstance(func, cst.Attribute) and func.attr.value in ("prepare", "setup", "setup_module")
+
+    def _is_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            root = self._root_of(expr, scope)
+            return root is not None and expr is root and self._key(root, scope) == self._key(model.expr, model.scope)
+        return False
+
+    def _mentions_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`expr` is the model, or the model placed (`model.to(device)`)."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value not in _PLACEMENTS:
+                return False
+            expr = expr.func.value
+        return self._is_model(model, expr, scope)
+
+    def _call_on_model(self, model: Model, call: CallRecord) -> None:
+        """Calls that act on the model: `model.to(...)`, `model.compile()`, `torch.save(model)`, EMA copies."""
+        source = self.source
+        func = call.node.func
+        alone = self._standalone(call.node)
+        if isinstance(func, cst.Attribute) and self._is_model(model, func.value, call.scope):
+            method = func.attr.value
+            if method in _PLACEMENTS and alone:
+                self._event(model, "place", call.node, call.node)
+            elif method == "compile":
+                self._event(model, "compile", call.node, call.node if alone else None)
+            elif method in ("load_state_dict", "state_dict"):
+                self._event(model, "load" if method == "load_state_dict" else "state", call.node, None)
+            return
+        positional = [arg.value for arg in call.node.args if not arg.keyword and not arg.star]
+        if not positional:
+            return
+        qualname = source.qualname(func, call.scope) or ""
+        if qualname in _COMPILERS and self._mentions_model(model, positional[0], call.scope):
+            if not self._assigned_to_model(model, call.node):
+                self._event(model, "compile", call.node, call.node if alone else None)
+            return
+        first = positional[0]
+        if qualname == "torch.save" and self._is_model(model, first, call.scope):
+            self._event(model, "save-whole", call.node, None)
+            return
+        name = (qualname or source.code(func)).rsplit(".", 1)[-1]
+        ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
+        if ema and any(self._mentions_model(model, p, call.scope) for p in positional):
+            self._event(model, "ema", call.node, None)
+            return
+        if qualname in _WRAPPERS and alone and self._is_model(model, first, call.scope):
+            self._event(model, "wrap", call.node, call.node)  # fully_shard(model)
+
+    def _note_receiver(self, model: Model, call: CallRecord) -> None:
+        """A project function or class given the model (`Trainer(cfg, model)`) may compile it: its module
+        is involved."""
+        source = self.source
+        if not any(self._mentions_model(model, arg.value, call.scope) for arg in call.node.args):
+            return
+        target = source.callee(call)
+        home = target[0] if target is not None else None
+        if home is None:
+            found = source.resolve_class(call.node.func, call.scope)
+            home = found[0] if found is not None else None
+        if home is not None and home not in model.involved:
+            model.involved.append(home)
+
+    def _assigned_to_model(self, model: Model, call: cst.Call) -> bool:
+        return any(event.node is call for event in model.events)
+
+    def _standalone(self, node: cst.CSTNode) -> bool:
+        """`node` is an expression statement of its own (a fix can add a statement after it)."""
+        return id(node) in self._expression_statements
+
+    def statement_of(self, call: cst.CSTNode) -> cst.CSTNode | None:
+        """The expression statement that is `call` alone."""
+        return self._expression_statements.get(id(call))
+
+    @cached_property
+    def _expression_statements(self) -> dict[int, cst.Expr]:
+        return {
+            id(small.value): small
+            for line in _simple_lines(self.source.module)
+            for small in line.body
+            if isinstance(small, cst.Expr) and len(line.body) == 1
+        }
+
+    # -- compile sites ----------------------------------------------------------------------------------
+
+    @cached_property
+    def compile_sites(self) -> list[CompileSite]:
+        source = self.source
+        sites: list[CompileSite] = []
+        targets = {id(s.value): s for s in _assign_statements(source.module) if len(s.targets) == 1}
+        for call in source.calls:
+            node = call.node
+            func = node.func
+            qualname = source.qualname(func, call.scope)
+            positional = [arg.value for arg in node.args if not arg.keyword and not arg.star]
+            if qualname in _COMPILERS:
+                target = targets.get(id(node))
+                bound = source.code(target.targets[0].target) if target is not None else ""
+                sites.append(
+                    CompileSite(
+                        node, f"`{source.code(func)}(...)`", call, positional[0] if positional else None,
+                        target, self._standalone(node), source.code(func), bound,
+                    )
+                )  # fmt: skip
+            elif qualname is not None and qualname.endswith("TorchDynamoPlugin"):  # accelerate compiles
+                sites.append(CompileSite(node, f"`{source.code(func)}(...)`", call, None))
+            elif isinstance(func, cst.Attribute) and func.attr.value == "compile":
+                receiver = source.qualname(func.value, call.scope)
+                if receiver is not None and receiver.split(".")[0] in ("re", "regex", "builtins"):
+                    continue  # re.compile(...)
+                if isinstance(func.value, (cst.SimpleString, cst.FormattedString)):
+                    continue
+                sites.append(CompileSite(node, "`.compile()`", call, func.value))
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value in _COMPILE_KEYWORDS:
+                    sites.append(CompileSite(arg, f"`{arg.keyword.value}=`", call, None))
+        for reference in source.references_to(_COMPILERS):
+            if reference.decorator is not None:
+                sites.append(CompileSite(reference.decorator, f"`@{source.code(reference.expr)}`", None, None))
+            elif reference.call is None:  # `compile_fn = torch.compile if args.compile else ...`
+                sites.append(CompileSite(reference.expr, f"`{source.code(reference.expr)}`", None, None))
+        return sites
+
+    @cached_property
+    def sequential_classes(self) -> set[int]:
+        """Classes of this module that are `nn.Sequential` without a `forward` of their own."""
+        return {id(cls.node) for cls in self.source.classes if self._is_sequential_class(cls, self.source)}
+
+    def _is_sequential_class(self, cls: ClassRecord, home: SourceModule, depth: int = 0) -> bool:
+        if "forward" in cls.methods or depth > MAX_DEPTH:
+            return False
+        for base in cls.node.bases:
+            if home.qualname(base.value, cls.scope) == _SEQUENTIAL:
+                return True
+            found = home.resolve_class(base.value, cls.scope)
+            if found is not None and self._is_sequential_class(found[1], found[0], depth + 1):
+                return True
+        return False
+
+    def is_sequential(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """`expr` holds an `nn.Sequential` (built here, directly or through a variable or `self.x`)."""
+        if depth > MAX_DEPTH:
+            return False
+        source = self.source
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value not in _PLACEMENTS:
+                break
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            if source.qualname(expr.func, scope) == _SEQUENTIAL:
+                return True
+            found = source.resolve_class(expr.func, scope)
+            return found is not None and self._is_sequential_class(found[1], found[0])
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            values = source.assignments(expr, scope)
+            if not values:
+                return False
+            builds = [a for a in values if not self._rebinds(expr, a.value)]
+            return bool(builds) and all(self.is_sequential(a.value, a.scope, depth + 1) for a in builds)
+        return False
+
+    def _rebinds(self, expr: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+        """`model = model.to(device)`, `model = DDP(model)`: the same module again (placed or wrapped), not a
+        new build; what it is, is decided where it was built."""
+        code = self.source.code(expr)
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if value.func.attr.value not in _PLACEMENTS:
+                break
+            value = value.func.value
+        if isinstance(value, cst.Call) and any(
+            self.source.code(arg.value) == code for arg in value.args if not arg.keyword
+        ):
+            return True
+        return self.source.code(value) == code
+
+    # -- the device ---------------------------------------------------------------------------------------
+
+    def device(self, model: Model) -> Device:
+        """Where the model is placed (`.cuda()`, `.to(device)`); placed only on a literal "cpu", the CPU;
+        else the strongest device evidence of the modules that build, train or compile it."""
+        devices = self.source.analysis(DeviceAnalysis)
+        placed = Device.UNKNOWN
+        only_cpu = False
+        for event in model.of_kind("place"):
+            node = event.node
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+                continue
+            if node.func.attr.value == "cuda":
+                placed = max(placed, Device.CUDA_WHEN_AVAILABLE if event.conditional else Device.CUDA)
+                continue
+            target = next((a.value for a in node.args if a.keyword is None or a.keyword.value == "device"), None)
+            if target is not None:
+                placed = max(placed, devices.device_of(target, model.scope))
+                only_cpu = (only_cpu or placed is Device.CPU) and _names_cpu(target)
+        if placed.may_be_cuda:
+            return placed
+        if only_cpu:
+            return Device.CPU
+        return max(module.analysis(DeviceAnalysis).evidence.device for module in model.involved)
+
+
+def argument_for_fit(call: cst.Call) -> cst.BaseExpression | None:
+    """The module `trainer.fit(...)` trains: its first positional argument or `model=`."""
+    for arg in call.args:
+        if arg.keyword is None and not arg.star:
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value == "model":
+            return arg.value
+    return None
+
+
+def _relative(path: str, seen_from: str) -> str:
+    """`path` as a reader of `seen_from` finds it (`engine.py`, `../utils/engine.py`)."""
+    import os
+
+    try:
+        return os.path.relpath(path, os.path.dirname(os.path.abspath(seen_from)))
+    except ValueError:  # another drive (Windows)
+        return path
+
+
+def _is_factory(name: str) -> bool:
+    """`create_optimizer_v2`, `build_optimizer`, yolov5's `smart_optimizer`: a function named for what it
+    returns (classes are known by name: `_OPTIMIZER_CLASSES`)."""
+    return name in _OPTIMIZER_FACTORIES or (name.islower() and "optimizer" in name)
+
+
+def _names_cpu(expr: cst.BaseExpression) -> bool:
+    """`"cpu"` or `torch.device("cpu")` written out."""
+    if isinstance(expr, cst.Call) and len(expr.args) == 1:
+        expr = expr.args[0].value
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
+
+
+def _simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.SimpleStatementLine):
+            yield node
+            continue
+        if isinstance(node, cst.BaseExpression):
+            continue
+        stack.extend(reversed(node.children))
+
+
+def _assign_statements(module: cst.Module) -> Iterator[cst.Assign]:
+    for line in _simple_lines(module):
+        for small in line.body:
+            if isinstance(small, cst.Assign):
+                yield small
+
+
+class CompileQuestions:
+    """The questions the compile rules ask about models and compile sites, answered from `ModelAnalysis`
+    and `TrainingAnalysis` (kept apart from how models are found)."""
+
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+        self.models = source.analysis(ModelAnalysis)
+        self.training = source.analysis(TrainingAnalysis)
+
+    def compiled_somewhere(self, model: Model) -> bool:
+        """Compiled, or built, trained or handed over in a module that asks for compilation somewhere."""
+        if model.of_kind("compile"):
+            return True
+        return any(module.analysis(ModelAnalysis).compile_sites for module in model.involved)
+
+    def runs_every_step(self, call: CallRecord, depth: int = 0) -> bool:
+        """`call` runs on every step or epoch of training: in (or around) a training loop, or in a function
+        called from one."""
+        loop = call.loop
+        while loop is not None:
+            if self._trains(loop):
+                return True
+            loop = loop.parent
+        if call.function is not None and depth < MAX_DEPTH:
+            return any(self.runs_every_step(c, depth + 1) for c in self.source.calls_of(call.function))
+        return False
+
+    def _trains(self, loop) -> bool:
+        training = self.training
+        if training.is_training_loop(loop):
+            return True
+        stack = list(loop.children)
+        while stack:
+            inner = stack.pop()
+            if training.is_training_loop(inner):
+                return True
+            stack.extend(inner.children)
+        for call in loop.all_calls():
+            target = self.source.callee(call)
+            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
+                return True
+        return False
+
+    def unused_result(self, site: CompileSite) -> bool:
+        """`compiled = torch.compile(model)` where `compiled` is never read and `model` itself is called."""
+        source = self.source
+        assign = site.target
+        if assign is None or site.call is None or site.compiled is None:
+            return False
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Name) or source.code(site.compiled) == target.value:
+            return False
+        bindings = site.call.scope.lookup(target.value)
+        if not bindings or any(source.references_of(binding) for binding in bindings):
+            return False
+        return self._is_called(site.compiled, site.call.scope)
+
+    def _is_called(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        source = self.source
+        if isinstance(expr, cst.Name):
+            return any(
+                ref.call is not None and not ref.attrs
+                for binding in scope.lookup(expr.value)
+                for ref in source.references_of(binding)
+            )
+        if source.is_self_attribute(expr, scope):
+            text = source.code(expr)
+            owner = source.class_of_method_scope(scope)
+            return any(
+                source.code(call.node.func) == text and source.class_of_method_scope(call.scope) == owner
+                for call in source.calls
+            )
+        return False
+
+    def standalone_statement(self, call: cst.Call) -> cst.CSTNode | None:
+        """The expression statement that is `call` alone on its lines, if it is one."""
+        return self.models.statement_of(call)
+
+
+def wrapper_compiled(questions: CompileQuestions, site: CompileSite) -> str | None:
+    """The distributed wrapper (`DistributedDataParallel`, `FullyShardedDataParallel`) that `site` compiles,
+    as the code names it: `torch.compile(DDP(model))`, or `model = DDP(model)` as the last assignment of
+    `model` before `torch.compile(model)` / `model.compile()`."""
+    source = questions.source
+    compiled, call = site.compiled, site.call
+    if compiled is None or call is None:
+        return None
+    if isinstance(compiled, cst.Call):
+        if source.qualname(compiled.func, call.scope) in _DISTRIBUTED_WRAPPERS:
+            return source.code(compiled.func)
+        return None
+    if not isinstance(compiled, (cst.Name, cst.Attribute)):
+        return None
+    at = source.span(site.node)[0]
+    before = [a for a in source.assigned_values(compiled, call.scope) if source.span(a.value)[0] < at]
+    if not before:
+        return None
+    last = max(before, key=lambda a: source.span(a.value)[0])
+    value = last.value
+    if isinstance(value, cst.Call) and source.qualname(value.func, last.scope) in _DISTRIBUTED_WRAPPERS:
+        return source.code(value.func)
+    return None
+
+
+_DISTRIBUTED_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+}

@@ -1,0 +1,13 @@
+"""`pylint`: `path:line: [CODE] message`, the line format of pylint's parseable output (and ruff's `pylint`),
+which editors' problem matchers and CI log parsers already understand."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from torchlint.diagnostics import Diagnostic, LineIndex
+
+
+def write_pylint(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+    for d in diagnostics:
+        out.write(f"{d.path}:{d.location.line}: [{d.code}] {d.message}\n")

@@ -1,0 +1,266 @@
+"""Compilation (TL1xx): the trained model that is never compiled, and `torch.compile` used so that it compiles
+nothing or compiles again and again.
+
+Which form a fix writes, and why (checked on torch 2.13, see rules/TL101.md):
+- `model.compile()` (torch 2.2+) compiles the module in place: its `state_dict` keys stay the same, so
+  checkpoints saved before still load and code that loads parameters by name keeps working;
+  `model = torch.compile(model)` returns an `OptimizedModule` whose keys gain an `_orig_mod.` prefix.
+- except for an `nn.Sequential` (or a subclass without its own `forward`): its `.compile()` compiles nothing
+  (Dynamo never sees a frame; `torch._dynamo.utils.counters` stays empty), so it gets
+  `seq = torch.compile(seq)`.
+Compilation is lazy (the first forward call compiles), so the new statement goes right after the model is
+built or placed, before it is wrapped for distributed training (DDP, FSDP, `accelerator.prepare`): PyTorch's
+"Where to apply torch.compile?" recommends `.compile()` on the inner module passed to DDP or FSDP (TL104).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from torchlint.diagnostics import Diagnostic
+from torchlint.fix import build
+from torchlint.fix.model import Applicability, Fix
+from torchlint.rules.base import FixAvailability, Rule
+
+if TYPE_CHECKING:
+    from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
+
+class ModelNotCompiled(Rule):
+    code = "TL101"
+    name = "model-not-compiled"
+    fix_availability = FixAvailability.SOMETIMES
+    # An optimizer (torch.optim, a factory named *optimizer*, a class by name), a framework's trainer, or
+    # the vocabulary of a file that hands its model to another file's training function (`train(net)`).
+    needs_text = (
+        "optim", "Optim", "Adam", "Ada", "SGD", "Lion", "LAMB", "Lamb", "LBFGS", "prop", "Muon", "Prodigy",
+        "TrainingArguments", "Config", "fit", "train", "model",
+    )  # fmt: skip
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if self.settings.device == "cpu" or facts.runs_on_xla:
+            return  # XLA compiles through its own lazy tensors, not torch.compile's Inductor
+        for model in facts.trained_models:
+            if facts.compiled_somewhere(model) or not self._may_be_cuda(facts.model_device(model)):
+                continue
+            builds = model.builds
+            where = builds[-1].node if len(builds) == 1 else model.trained_at
+            message = (
+                f"`{model.text}` is trained (by {model.how}) but never compiled: `torch.compile` usually "
+                "makes each training step faster on the GPU"
+            )
+            reason, fix = self._fix(facts, model)
+            if reason:
+                message = f"{message} (no automatic fix: {reason})"
+            yield self.finding(facts, where, message, fix)
+        yield from self._training_arguments(facts)
+
+    def _may_be_cuda(self, device) -> bool:
+        if device.may_be_cuda:
+            return True
+        return self.settings.device == "cuda" and device.label == "unknown"
+
+    def _fix(self, facts: ModuleFacts, model: Model) -> tuple[str, Fix | None]:
+        """The statement that compiles the model, after it is built and placed, before it is wrapped."""
+        for kind, reason in (
+            ("save-whole", "the script pickles the whole model (`torch.save(model)`), which a compiled "
+             "module cannot be"),
+            ("ema", "a copy of it is made for an EMA or kept aside (`{call}`), which would copy the "
+             "compiled wrapper too"),
+        ):  # fmt: skip
+            events = model.of_kind(kind)
+            if events:
+                return reason.format(call=_head(facts.code(events[0].node))), None
+        builds = model.builds
+        if len(builds) != 1:
+            return ("it is built in more than one place" if builds else "it is not built in this file"), None
+        built = builds[0]
+        if built.statement is None or built.conditional or built.in_loop:
+            return "it is built conditionally or in a loop", None
+        first_wrap = min((e.offset for e in model.of_kind("wrap")), default=None)
+        if any(e.statement is built.statement for e in model.of_kind("wrap")):
+            return (
+                "it is built and wrapped in one statement; compile the inner module before wrapping it"
+            ), None
+        anchor = built
+        for event in model.of_kind("place"):
+            if event.offset <= anchor.offset or (first_wrap is not None and event.offset > first_wrap):
+                continue
+            if event.statement is not None and not event.conditional and not event.in_loop:
+                anchor = event
+        if model.framework == "lightning":  # Lightning documents `model = torch.compile(model)` before fit
+            torch = build.name_module(facts.source, "torch", model.scope)
+            if torch is None:
+                return "the name `torch` means something else here", None
+            name, imports = torch
+            code = f"{model.text} = {name}.compile({model.text})"
+            title = f"Compile `{model.text}` before `trainer.fit` (`torch.compile`, as Lightning documents)"
+        elif facts.is_sequential(model.expr, model.scope):
+            if model.of_kind("load", "state"):
+                return (
+                    "it is an `nn.Sequential`, whose `.compile()` compiles nothing, and "
+                    "`torch.compile` would prefix the `state_dict` keys this script saves or loads with "
+                    "`_orig_mod.`"
+                ), None
+            torch = build.name_module(facts.source, "torch", model.scope)
+            if torch is None:
+                return "the name `torch` means something else here", None
+            name, imports = torch
+            code = f"{model.text} = {name}.compile({model.text})"
+            title = f"Compile `{model.text}` with `torch.compile` (an `nn.Sequential`)"
+        else:
+            if not self.torch_supports((2, 2)):
+                return (
+                    "`Module.compile()` needs torch 2.2 (see the `torch-version` setting), and "
+                    "`torch.compile(model)` would rename the `state_dict` keys"
+                ), None
+            code, imports, title = f"{model.text}.compile()", (), f"Compile `{model.text}` in place"
+        edit = build.statement_after(facts.source, anchor.statement, code)
+        if edit is None:
+            return "it is built on a line shared with other code", None
+        return "", Fix(title, Applicability.UNSAFE, (edit,), imports)
+
+    def _training_arguments(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        """Hugging Face: the `Trainer` compiles the model when `TrainingArguments(torch_compile=True)`."""
+        for arguments in facts.hf_training_arguments:
+            trl_config = arguments.cls.startswith("trl.") and arguments.cls.endswith("Config")
+            if not (arguments.cls.endswith("TrainingArguments") or trl_config):
+                continue
+            if not arguments.lacks("torch_compile") or facts.compile_sites:
+                continue
+            message = (
+                f"`{arguments.callee_text}(...)` trains without `torch_compile=True`: the Trainer runs the "
+                "model uncompiled"
+            )
+            edit = build.add_keyword(facts.source, arguments.call, "torch_compile", "True")
+            fix = Fix("Set `torch_compile=True`", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.finding(facts, arguments.callee, message, fix)
+
+
+class CompileInLoop(Rule):
+    code = "TL102"
+    name = "compile-in-loop"
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.compile_sites:
+            if site.call is None or site.call.conditional or not facts.runs_every_step(site):
+                continue
+            message = (
+                f"{site.how} runs on every training step or epoch: each call builds a new compiled wrapper "
+                "and can recompile; compile once, before the loop"
+            )
+            yield self.finding(facts, site.node, message)
+
+
+class CompiledModelNotUsed(Rule):
+    code = "TL103"
+    name = "compiled-model-not-used"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.compile_sites:
+            if site.compiled is None or site.call is None or site.how.startswith("`.compile"):
+                continue
+            if facts.runs_every_step(site):
+                continue  # TL102's finding: compiling once, before the loop, is the fix
+            model = facts.code(site.compiled)
+            scope = site.call.scope
+            if site.standalone:
+                message = (
+                    f"the result of `{_head(facts.code(site.node))}` is dropped: `torch.compile` returns "
+                    f"a compiled module and leaves `{model}` as it was, so nothing is compiled"
+                )
+                statement = facts.standalone_statement(site.node)
+                yield self.finding(facts, site.node, message, self._in_place(facts, site, statement, scope))
+            elif facts.compiled_result_unused(site):
+                message = (
+                    f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` itself is "
+                    "called: training runs uncompiled"
+                )
+                yield self.finding(facts, site.node, message, self._in_place(facts, site, site.target, scope))
+
+    def _in_place(self, facts: ModuleFacts, site: CompileSite, statement, scope: Scope) -> Fix | None:
+        """The statement becomes an in-place compile of the model (its `state_dict` keys stay)."""
+        if statement is None or not facts.is_variable(site.compiled, scope):
+            return None
+        model = facts.code(site.compiled)
+        options = facts.code_of_arguments(site.node, skip=1)
+        if facts.is_sequential(site.compiled, scope):
+            code = f"{model} = {site.callee}({', '.join([model, *options])})"
+        elif self.torch_supports((2, 2)):
+            code = f"{model}.compile({', '.join(options)})"
+        else:
+            return None
+        try:
+            edit = build.replace_statement(facts.source, statement, code)
+        except build.EditError:
+            return None
+        return Fix(f"Compile `{model}` in place", Applicability.UNSAFE, (edit,))
+
+
+class CompileAfterDistributedWrap(Rule):
+    code = "TL104"
+    name = "compile-after-distributed-wrap"
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.compile_sites:
+            wrapper = facts.wrapper_compiled(site)
+            if wrapper is None:
+                continue
+            message = (
+                f"{site.how} compiles the `{wrapper}` wrapper: torch.compile does not handle distributed "
+                "wrappers well; compile the inner module before wrapping it (PyTorch's \"Where to apply "
+                'torch.compile?")'
+            )
+            yield self.finding(facts, site.node, message)
+
+
+class SequentialCompileNoop(Rule):
+    code = "TL105"
+    name = "sequential-compile-noop"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.compile_sites:
+            if site.compiled is None or site.call is None or not site.how.startswith("`.compile"):
+                continue
+            scope = site.call.scope
+            if not facts.is_sequential(site.compiled, scope):
+                continue
+            model = facts.code(site.compiled)
+            message = (
+                f"`{model}` is an `nn.Sequential`, whose `.compile()` compiles nothing (Dynamo skips "
+                "`Sequential`'s call); use `torch.compile`"
+            )
+            yield self.finding(facts, site.node, message, self._fix(facts, site, scope))
+
+    def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> Fix | None:
+        statement = facts.standalone_statement(site.node)
+        if statement is None or not facts.is_variable(site.compiled, scope):
+            return None
+        torch = build.name_module(facts.source, "torch", scope)
+        if torch is None:
+            return None
+        name, imports = torch
+        model = facts.code(site.compiled)
+        options = facts.code_of_arguments(site.node, skip=0)
+        code = f"{model} = {name}.compile({', '.join([model, *options])})"
+        try:
+            edit = build.replace_statement(facts.source, statement, code)
+        except build.EditError:
+            return None
+        title = f"Use `{model} = torch.compile({model})` (its `state_dict` keys gain `_orig_mod.`)"
+        return Fix(title, Applicability.UNSAFE, (edit,), imports)
+
+
+def _head(code: str) -> str:
+    """A call's code for a message: one line, long argument lists elided."""
+    first = code.splitlines()[0]
+    if len(first) > 60 or first != code:
+        head, _, _ = first.partition("(")
+        return f"{head}(...)"
+    return first
