@@ -285,6 +285,22 @@ def show_rule(code: str) -> None:
     click.echo(text.rstrip("\n"))
 
 
+@main.command("lsp")
+def lsp() -> None:
+    """Run the Language Server over stdio (for editors; also `torchlint server`)."""
+    try:
+        import pygls  # noqa: F401 - the server's one dependency beyond the linter's
+
+        from torchlint.lsp import serve
+    except ImportError as error:
+        click.echo(f"error: `torchlint lsp` needs pygls: pip install 'torchlint[lsp]' ({error})", err=True)
+        sys.exit(2)
+    serve()
+
+
+main.add_command(lsp, "server")  # ruff's name for the same command
+
+
 @main.group()
 def debug() -> None:
     """Inspect what torchlint understands of a file."""

@@ -7,9 +7,8 @@ longer compiles.
 
 from __future__ import annotations
 
-import ast
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from torchlint._lazy import cst
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.fix.apply import apply
 from torchlint.noqa import read_suppressions
+from torchlint.pyast import python_ast
 from torchlint.rules.base import Rule, registered_rules
 from torchlint.workspace.discovery import matches_any
 from torchlint.workspace.fs import FileSystem
@@ -43,11 +43,15 @@ class Linter:
         rule_classes: dict[str, type[Rule]] | None = None,
         prefilter: bool = True,
         fs: FileSystem | None = None,
+        parse: Callable[[str], cst.Module] | None = None,
     ) -> None:
         # `rule_classes` replaces the discovered rules (tests use it for rules of their own).
+        # `parse`: the checked text's LibCST parse (`cst.parse_module` by default; the Language Server
+        # passes one that re-parses only the statements an edit changed, and gives the same module).
         # `fs`: what the run's projects and root lookups read through (the real file system by default;
         # torchlint.api.run passes its own, recording for a replayable run).
         self.fs = fs if fs is not None else FileSystem()
+        self.parse = parse
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.from_cache = 0
@@ -107,7 +111,7 @@ class Linter:
         else:
             self.parsed += 1
             try:
-                module = cst.parse_module(text)
+                module = (self.parse or cst.parse_module)(text)
             except (cst.ParserSyntaxError, RecursionError) as error:
                 # Valid for CPython but not for LibCST: counted like a syntax error, never skipped silently.
                 message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
@@ -241,9 +245,7 @@ def _pattern_matches(path: str, settings: Settings, pattern: str) -> bool:
 
 def _syntax_error(path: str, text: str) -> Diagnostic | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings (invalid escapes) are not ours to report
-            ast.parse(text, filename=path)
+        python_ast(text)  # kept: the statement positions and the Language Server parse the same text
     except SyntaxError as error:
         lines = LineIndex(text)
         line = max(error.lineno or 1, 1)

@@ -15,7 +15,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from torchlint.positions import split_lines
+from torchlint.fix.model import Edit
+from torchlint.positions import LineIndex, split_lines
 
 _CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
 _LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
@@ -87,3 +88,45 @@ def _comments(text: str) -> list[tuple[int, str, bool]]:
             if index != -1:
                 found.append((number, line[index:], not line[:index].strip()))
         return found
+
+
+def noqa_edit(text: str, line: int, code: str) -> Edit | None:
+    """The edit that makes `line` (1-based) suppress `code`, for the editor's "disable for this line".
+
+    A `# noqa: CODES` comment on the line gets `, CODE` after its codes; a line without one gets
+    `  # noqa: CODE` at its end (after any other comment, where the reader above still finds it). None when
+    the line suppresses `code` already, or when no comment can go at its end: the line continues with a
+    backslash, or its end is inside a string that spans lines.
+    """
+    lines = LineIndex(text)
+    if not 1 <= line <= len(lines.line_starts):
+        return None
+    source_line = lines.line_text(line)
+    end = lines.line_starts[line - 1] + len(source_line)
+    if source_line.endswith("\\") or _ends_inside_a_token(text, line):
+        return None
+    for number, comment, _ in _comments(text):
+        if number != line:
+            continue
+        match = _LINE.search(comment)
+        if match is None:
+            continue
+        codes = _codes(match)
+        if codes is ALL or any(code.startswith(c) for c in codes):
+            return None
+        at = lines.line_starts[line - 1] + source_line.rfind(comment) + match.end()
+        return Edit(at, at, f", {code}")
+    return Edit(end, end, f"  # noqa: {code}")
+
+
+def _ends_inside_a_token(text: str, line: int) -> bool:
+    """Whether a token (a triple-quoted or f-string) runs past the end of `line`."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if token.start[0] > line:
+                return False
+            if token.start[0] <= line < token.end[0]:
+                return True
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return False
+    return False

@@ -32,6 +32,7 @@ from torchlint.facts.syntax.collect import (
     LoopRecord,
 )
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
+from torchlint.facts.syntax.spans import Spans
 from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
 
@@ -389,19 +390,12 @@ class SourceModule:
         return LineIndex(self.text)
 
     @cached_property
-    def _positions(self):
-        from libcst.metadata import MetadataWrapper, PositionProvider
-
-        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def _spans(self) -> Spans:
+        return Spans(self.text, self.module, self.lines)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a node's own text (no surrounding whitespace) in the decoded source."""
-        code_range = self._positions[node]
-        lines = self.lines
-        return (
-            lines.offset(code_range.start.line, code_range.start.column),
-            lines.offset(code_range.end.line, code_range.end.column),
-        )
+        return self._spans.span(node)
 
     def statement_start(self, statement: cst.CSTNode) -> int:
         """Where a statement's text begins: its first decorator, if it has any (LibCST starts at `def`)."""
@@ -413,15 +407,17 @@ class SourceModule:
         return [self.statement_start(statement) for statement in self.module.body]
 
     def top_level_statement(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The module-level statement that contains `node` (found by position, no parent links needed)."""
-        index = bisect.bisect_right(self._statement_starts, self.span(node)[0]) - 1
-        return self.module.body[max(index, 0)]
+        """The module-level statement that contains `node` (from the span index; else found by position)."""
+        index = self._spans.statement_index(node)
+        if index is None:
+            index = max(bisect.bisect_right(self._statement_starts, self.span(node)[0]) - 1, 0)
+        return self.module.body[index]
 
     def line_span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of the whole physical lines a node occupies, newline included."""
-        code_range = self._positions[node]
+        start, end = self.span(node)
         lines = self.lines
-        return lines.offset(code_range.start.line, 0), lines.offset(code_range.end.line + 1, 0)
+        return lines.offset(lines.position(start).line, 0), lines.offset(lines.position(end).line + 1, 0)
 
     def operand(self, expr: cst.BaseExpression) -> str:
         """The expression's code, parenthesised unless it binds tighter than any operator (a name, an

@@ -1,0 +1,99 @@
+"""What the Language Server tests share: a real client (pytest-lsp starts `python -m torchlint lsp` as a
+subprocess and speaks the protocol to it), and the client side of applying edits, written independently of
+the server's own conversion so that a wrong column cannot cancel itself out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lsprotocol import types
+from pytest_lsp import LanguageClient, client_capabilities
+
+SERVER = [sys.executable, "-m", "torchlint", "lsp"]
+
+
+async def initialize(
+    client: LanguageClient, root: Path, options: dict | None = None, editor: str = "visual-studio-code"
+) -> None:
+    """initialize + initialized, with the capabilities a real `editor` sends (pytest-lsp's records)."""
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities(editor),
+            root_uri=root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+            initialization_options=options,
+        )
+    )
+
+
+async def open_document(
+    client: LanguageClient, path: Path, text: str | None = None, version: int = 1
+) -> list:
+    """didOpen (the file's text unless `text` is given), then the diagnostics published for it."""
+    text = path.read_text() if text is None else text
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=path.as_uri(), language_id="python", version=version, text=text
+            )
+        )
+    )
+    await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    return list(client.diagnostics[path.as_uri()])
+
+
+async def replace_text(client: LanguageClient, path: Path, text: str, version: int) -> list:
+    """didChange with the whole text (a full-document change), then the diagnostics published."""
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=path.as_uri(), version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    return list(client.diagnostics[path.as_uri()])
+
+
+async def actions_at(
+    client: LanguageClient, path: Path, line: int, character: int, only: list[str] | None = None
+) -> list[types.CodeAction]:
+    position = types.Position(line=line, character=character)
+    result = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=path.as_uri()),
+            range=types.Range(start=position, end=position),
+            context=types.CodeActionContext(diagnostics=[], only=only),
+        )
+    )
+    return list(result or [])
+
+
+def offset_of(text: str, position: types.Position) -> int:
+    """A client's reading of an LSP position: lines split at newlines, columns in UTF-16 code units."""
+    lines = text.split("\n")
+    offset = sum(len(line) + 1 for line in lines[: position.line])
+    line = lines[position.line] if position.line < len(lines) else ""
+    units = 0
+    for index, char in enumerate(line):
+        if units >= position.character:
+            return offset + index
+        units += 2 if ord(char) > 0xFFFF else 1
+    return offset + len(line)
+
+
+def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """The text after a set of non-overlapping TextEdits, as an editor applies them."""
+    spans = sorted(
+        ((offset_of(text, e.range.start), offset_of(text, e.range.end), e.new_text) for e in edits),
+        reverse=True,
+    )
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def apply_action(text: str, action: types.CodeAction, uri: str) -> str:
+    assert action.edit is not None and action.edit.changes is not None
+    assert list(action.edit.changes) == [uri]
+    return apply_edits(text, list(action.edit.changes[uri]))

@@ -1,0 +1,71 @@
+"""Positions per top-level statement (`facts/syntax/spans.py`) are the whole-module PositionProvider's,
+node for node, on the fixtures and on the layouts that could pair ast's statements with LibCST's wrongly."""
+
+from __future__ import annotations
+
+import pytest
+from support import FIXTURES
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.spans import Spans
+from torchlint.positions import LineIndex
+
+LAYOUTS = {
+    "decorators and comments": (
+        "# header comment\n\nimport torch\n\n\n# about f\n@decorator(\n    1)\n# between\n@other\n"
+        "def f(x):\n    return x  # trailing\n    # indented after the body\n\n# before g\nclass G:\n    pass\n"
+    ),
+    "several statements on one line": "a = 1; b = (2,\n 3); c = 4\nd = torch.cuda.amp.autocast()\n",
+    "no final newline": "import torch\nscaler = torch.cuda.amp.GradScaler()",
+    "comments after the last statement": "x = f(1)\n# the end\n   # indented\n",
+    "crlf and non-ascii": "name = 'é🔥'\r\nx = torch.cuda.amp.autocast()\r\n",
+    "backslash continuation": "x = 1 + \\\n    2\nif x:\n    y = g(\n        x)\n",
+    "form feed": "x = 1\n\x0c\ny = f(x)\n",
+    "docstring only": '"""Doc."""\n',
+}
+
+
+def _same_spans(text: str) -> int:
+    module = cst.parse_module(text)
+    lines = LineIndex(text)
+    fast, whole = Spans(text, module, lines), Spans(text, module, lines)
+    nodes = _nodes(module)
+    for node in nodes:
+        assert fast.span(node) == whole._whole_module_span(node), (type(node).__name__, fast.span(node))
+    # Every statement was located by itself (none fell back to the whole module).
+    assert all(fast._located(index) is not None for index in range(len(module.body)))
+    return len(nodes)
+
+
+def _nodes(module: cst.Module) -> list[cst.CSTNode]:
+    index = Spans("", module, LineIndex(""))._index
+    found = []
+    todo = list(module.body)
+    while todo:
+        node = todo.pop()
+        if id(node) in index:
+            found.append(node)
+        todo.extend(node.children)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_statement_spans_equal_the_whole_module_positions(name):
+    assert _same_spans(LAYOUTS[name]) > 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: p.relative_to(FIXTURES).as_posix()
+)
+def test_statement_spans_equal_the_whole_module_positions_on_the_fixtures(path):
+    assert _same_spans(path.read_text(encoding="utf-8")) > 0
+
+
+def test_a_statement_that_is_not_where_ast_says_is_answered_from_the_whole_module():
+    text = "x = 1\ny = f(2)\n"
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    spans.__dict__["_starts"] = [0, 1]  # a pairing gone wrong for the second statement
+    call = module.body[1].body[0].value
+    assert spans.span(call) == (10, 14)
+    assert spans._located(1) is None

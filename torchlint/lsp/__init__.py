@@ -1,0 +1,21 @@
+"""`torchlint lsp`: the Language Server (pygls over stdio).
+
+Only `torchlint.cli` imports this package, and only inside the `lsp` command, so that the linter, the
+other commands and a pre-commit run never pay for pygls (an import contract in pyproject.toml keeps it so).
+The modules:
+
+- `documents`: the open buffers, and the file system that answers their unsaved text for their paths;
+- `checker`: one buffer through the linter, with the workspace's settings, cached per document version;
+- `convert`: torchlint's offsets -> LSP positions (UTF-16 by default), diagnostics, minimal text edits;
+- `actions`: quick fixes, fix-all and "disable for this line", as LSP code actions;
+- `server`: the pygls wiring (notifications, debouncing, hover, error handling).
+"""
+
+from __future__ import annotations
+
+
+def serve() -> None:
+    """Run the server over stdin/stdout until the client exits or stdin closes."""
+    from torchlint.lsp.server import build_server
+
+    build_server().start_io()

@@ -1,0 +1,97 @@
+"""torchlint's coordinates -> the protocol's.
+
+torchlint speaks in offsets into the decoded text (`Diagnostic.start`, `Edit.start`); LSP speaks in 0-based
+lines and columns counted in the negotiated position encoding: UTF-16 code units unless the client asked
+for UTF-8 or UTF-32. A character outside the Basic Multilingual Plane (an emoji in a comment) is two UTF-16
+units and four UTF-8 ones, so a column counted in characters would put every squiggle after it off.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from torchlint.diagnostics import Diagnostic, Edit, Severity
+from torchlint.fix.build import minimal_edit
+from torchlint.positions import LineIndex
+
+SOURCE = "torchlint"
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le", errors="surrogatepass")) // 2
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+_UNITS = {"utf-16": _utf16, "utf-8": _utf8, "utf-32": len}
+
+
+class PositionMap:
+    """Offsets <-> LSP positions for one text, in one position encoding."""
+
+    def __init__(self, text: str, encoding: str = "utf-16") -> None:
+        self.text = text
+        self.lines = LineIndex(text)
+        self.units = _UNITS.get(str(encoding), _utf16)
+
+    def position(self, offset: int) -> types.Position:
+        offset = max(0, min(offset, len(self.text)))
+        line = self.lines.position(offset).line
+        start = self.lines.line_starts[line - 1]
+        return types.Position(line=line - 1, character=self.units(self.text[start:offset]))
+
+    def range(self, start: int, end: int) -> types.Range:
+        return types.Range(start=self.position(start), end=self.position(end))
+
+    def offset(self, position: types.Position) -> int:
+        """The offset of a client position; past the end of a line means its end (as the spec says)."""
+        starts = self.lines.line_starts
+        if position.line >= len(starts):
+            return len(self.text)
+        start = starts[max(position.line, 0)]
+        line = self.lines.line_text(position.line + 1)
+        if self.units is len:
+            return start + min(position.character, len(line))
+        counted = 0
+        for index, char in enumerate(line):
+            if counted >= position.character:
+                return start + index
+            counted += self.units(char)
+        return start + len(line)
+
+
+def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
+    """A diagnostic as the editor shows it: code, a link to the rule's doc, and the rule's name in `data`."""
+    severity = (
+        types.DiagnosticSeverity.Error
+        if diagnostic.severity is Severity.ERROR
+        else types.DiagnosticSeverity.Warning
+    )
+    fix = diagnostic.fix
+    return types.Diagnostic(
+        range=positions.range(diagnostic.start, diagnostic.end),
+        message=diagnostic.message,
+        severity=severity,
+        code=diagnostic.code,
+        code_description=types.CodeDescription(href=diagnostic.url),
+        source=SOURCE,
+        data={
+            "name": diagnostic.name,
+            "fix": None if fix is None else {"title": fix.title, "applicability": fix.applicability.value},
+        },
+    )
+
+
+def text_edit(edit: Edit, positions: PositionMap) -> types.TextEdit:
+    return types.TextEdit(range=positions.range(edit.start, edit.end), new_text=edit.content)
+
+
+def changed_span(old: str, new: str) -> Edit | None:
+    """The one edit that turns `old` into `new`: only the span between their common prefix and suffix
+    (a fix-all touches a few lines; resending the whole document would move the editor's cursor and
+    marks). None when nothing changed."""
+    if old == new:
+        return None
+    return minimal_edit(0, old, new)
