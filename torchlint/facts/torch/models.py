@@ -351,34 +351,44 @@ class ModelAnalysis:
         bindings = scope.lookup(name)
         return bool(bindings) and all(b.kind is BindingKind.PARAM for b in bindings)
 
-    def _optimizer_calls(self) -> Iterator[tuple[CallRecord, str]]:
+    def _optimizer_calls(self) -> list[tuple[CallRecord, str]]:
+        return self._optimizers
+
+    @cached_property
+    def _optimizers(self) -> list[tuple[CallRecord, str]]:
+        """Calls that build an optimizer, with how a message names them."""
         source = self.source
         if not any(token in source.text for token in _OPTIMIZER_TEXT):
-            return  # no optimizer can be named without one of these
+            return []  # no optimizer can be named without one of these
+        found = []
         for call in source.calls:
-            func = call.node.func
-            how = f"`{source.code(func)}(...)`"
-            if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
-                if not self._is_self(func.value, call.scope):
-                    yield call, how
-                continue
-            if isinstance(func, cst.Call):  # getattr(torch.optim, name)(model.parameters(), ...)
-                if source.qualname(func.func, call.scope) == "getattr" and func.args:
-                    if source.qualname(func.args[0].value, call.scope) == "torch.optim":
-                        yield call, how
-                continue
-            qualname = source.qualname(func, call.scope)
-            if qualname is not None:
-                last = qualname.rsplit(".", 1)[-1]
-            elif isinstance(func, (cst.Name, cst.Attribute)):
-                last = func.value if isinstance(func, cst.Name) else func.attr.value
-            else:
-                continue
-            if _is_factory(last) or last in _OPTIMIZER_CLASSES:
-                yield call, how
-            elif qualname and qualname.startswith(_OPTIMIZER_MODULES) and last[:1].isupper():
-                if "lr_scheduler" not in qualname and last != "Optimizer":
-                    yield call, how
+            if self._builds_optimizer(call):
+                found.append((call, f"`{source.code(call.node.func)}(...)`"))
+        return found
+
+    def _builds_optimizer(self, call: CallRecord) -> bool:
+        source = self.source
+        func = call.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
+            return not self._is_self(func.value, call.scope)
+        if isinstance(func, cst.Call):  # getattr(torch.optim, name)(model.parameters(), ...)
+            return (
+                source.qualname(func.func, call.scope) == "getattr"
+                and bool(func.args)
+                and source.qualname(func.args[0].value, call.scope) == "torch.optim"
+            )
+        if isinstance(func, cst.Name):
+            last = func.value
+        elif isinstance(func, cst.Attribute):
+            last = func.attr.value
+        else:
+            return False
+        if _is_factory(last) or last in _OPTIMIZER_CLASSES:
+            return True
+        if not last[:1].isupper() or last == "Optimizer":
+            return False
+        qualname = source.qualname(func, call.scope) or ""
+        return qualname.startswith(_OPTIMIZER_MODULES) and "lr_scheduler" not in qualname
 
     def _is_self(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         owner = self.source.class_of_method_scope(scope)
