@@ -374,3 +374,25 @@ def _last_line(script: Path) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_wrap_in_another_method_is_not_known_to_come_first():
+    """timm's task classes wrap in `ddp()` and compile in `compile()`; callers decide the order."""
+    source = """\
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    class Task:
+        def ddp(self):
+            self.module = DDP(self.module)
+
+        def compile(self):
+            self.module = torch.compile(self.module)
+
+
+    model = Net().cuda()
+    model = DDP(model)
+    model = torch.compile(model)
+    """
+    assert codes_and_lines(source, select=("TL104",)) == [("TL104", 15)]

@@ -165,7 +165,7 @@ class CompiledModelNotUsed(Rule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.compile_sites:
-            if site.compiled is None or site.call is None or site.how.startswith("`.compile"):
+            if site.compiled is None or site.call is None or site.in_place:
                 continue
             if facts.runs_every_step(site):
                 continue  # TL102's finding: compiling once, before the loop, is the fix
@@ -230,7 +230,7 @@ class SequentialCompileNoop(Rule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.compile_sites:
-            if site.compiled is None or site.call is None or not site.how.startswith("`.compile"):
+            if site.compiled is None or site.call is None or not site.in_place:
                 continue
             scope = site.call.scope
             if not facts.is_sequential(site.compiled, scope):

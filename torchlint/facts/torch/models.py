@@ -111,6 +111,11 @@ class CompileSite:
     callee: str = ""  # the compile function as written (`torch.compile`, `tc`)
     target_text: str = ""  # what the assignment binds (`compiled`)
 
+    @property
+    def in_place(self) -> bool:
+        """`module.compile()`: compiles its receiver and returns nothing to keep."""
+        return self.how == "`.compile()`"
+
 
 @dataclass(eq=False)
 class Model:
@@ -961,7 +966,9 @@ def wrapper_compiled(questions: CompileQuestions, site: CompileSite) -> str | No
         return None
     if not isinstance(compiled, (cst.Name, cst.Attribute)):
         return None
-    assigned = source.assigned_values(compiled, call.scope)
+    # Only assignments in the same function: another method's (`def ddp(self)` and `def compile(self)`)
+    # may run in either order.
+    assigned = [a for a in source.assigned_values(compiled, call.scope) if a.scope is call.scope]
     if not any(
         isinstance(a.value, cst.Call) and source.qualname(a.value.func, a.scope) in _DISTRIBUTED_WRAPPERS
         for a in assigned
