@@ -54,4 +54,6 @@ def test_debug_facts_shows_trained_models_and_compile_sites(tmp_path, monkeypatc
     )
     output = CliRunner().invoke(main, ["debug", "facts", str(script)]).output
     assert "compile sites:\n  line 5: `torch.compile(...)` of `model`, every training step\n" in output
-    assert "    line 5: compile `torch.compile(model)`, in a loop\n    compiled: yes; device: cuda\n" in output
+    assert (
+        "    line 5: compile `torch.compile(model)`, in a loop\n    compiled: yes; device: cuda\n" in output
+    )

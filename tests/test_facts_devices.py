@@ -13,6 +13,9 @@ from support import facts_of
         ("model.cuda()", "cuda"),
         ('device = torch.device("cuda:0")\nmodel.to(device)', "cuda"),
         ('model.to(f"cuda:{rank}")', "cuda"),
+        ("device = torch.device('cuda:{}'.format(args.gpu))\nmodel.to(device)", "cuda"),
+        ("torch.cuda.set_device(local_rank)", "cuda"),
+        ('model.to(f"{torch.accelerator.current_accelerator()}:{rank}")', "cuda when available"),
         (
             'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel.to(device)',
             "cuda when available",

@@ -23,6 +23,7 @@ from torchlint.workspace.settings import CliOverrides
 
 COMPILE = ("TL1",)
 
+
 def check_project(tmp_path, files: dict[str, str], checked: str) -> list[tuple[str, int, str]]:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     for name, text in files.items():
@@ -97,7 +98,9 @@ def test_ddp_on_one_line_is_found_without_a_fix():
     """
     [finding] = lint(source, select=COMPILE)
     assert finding.fix is None
-    assert "built and wrapped in one statement; compile the inner module before wrapping it" in finding.message
+    assert (
+        "built and wrapped in one statement; compile the inner module before wrapping it" in finding.message
+    )
 
 
 def test_a_trainer_class_holding_self_model():
@@ -396,3 +399,21 @@ def test_a_wrap_in_another_method_is_not_known_to_come_first():
     model = torch.compile(model)
     """
     assert codes_and_lines(source, select=("TL104",)) == [("TL104", 15)]
+
+
+def test_an_optimizer_handed_to_a_training_function_it_cannot_see():
+    """pytorch/examples' FSDP T5 script: `train(...)` comes from a star import; it is given the optimizer."""
+    source = """\
+    import torch
+    import torch.optim as optim
+    from utils import *
+
+    torch.cuda.set_device(local_rank)
+    model, tokenizer = setup_model(name)
+    optimizer = optim.AdamW(model.parameters(), lr=1e-4)
+    for epoch in range(3):
+        train(args, model, train_loader, optimizer, epoch)
+    """
+    assert codes_and_lines(source, select=COMPILE) == [("TL101", 6)]
+    pretraining = source.replace("train(args", "load_pretrained(args")
+    assert codes_and_lines(pretraining, select=COMPILE) == []

@@ -26,6 +26,7 @@ from torchlint.rules.base import FixAvailability, Rule
 if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
 
+
 class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
@@ -180,8 +181,8 @@ class CompiledModelNotUsed(Rule):
                 yield self.finding(facts, site.node, message, self._in_place(facts, site, statement, scope))
             elif facts.compiled_result_unused(site):
                 message = (
-                    f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` itself is "
-                    "called: training runs uncompiled"
+                    f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` "
+                    "itself is called: training runs uncompiled"
                 )
                 yield self.finding(facts, site.node, message, self._in_place(facts, site, site.target, scope))
 

@@ -1,7 +1,8 @@
 """Which device a module trains on, from what the code says: `.cuda()`, `.to(device)`, `torch.device(...)`.
 
-- CUDA: an unconditional `.cuda()`, `"cuda"`/`"cuda:0"`/`f"cuda:{rank}"`, `torch.device("cuda", rank)`,
-  a `--device` option defaulting to cuda, `init_process_group("nccl")`;
+- CUDA: an unconditional `.cuda()`, `"cuda"`/`"cuda:0"`/`f"cuda:{rank}"`/`"cuda:{}".format(rank)`,
+  `torch.device("cuda", rank)`, a `--device` option defaulting to cuda, `init_process_group("nccl")`, an
+  unconditional `torch.cuda.set_device(...)` / `torch.cuda.current_device()`;
 - CUDA when available: `"cuda" if torch.cuda.is_available() else "cpu"` (any ternary with a cuda branch),
   `accelerator.device` (accelerate), `torch.accelerator.current_accelerator()` or `.is_available()` called
   anywhere (a device named `f"{device_type}:{rank}"` follows `device_type`), a conditional `.cuda()`,
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["Device", "DeviceAnalysis", "DeviceEvidence"]
 
 _CWA_CALLS = {"torch.accelerator.current_accelerator", "torch.accelerator.is_available"}
+# Calls that only make sense with a GPU: the script picks one (`torch.cuda.set_device(local_rank)`).
+_CUDA_CALLS = {"torch.cuda.set_device", "torch.cuda.current_device"}
 MAX_DEPTH = 6
 
 
@@ -73,6 +76,11 @@ class DeviceAnalysis:
                 return self.device_of(expr.args[0].value, scope, depth + 1)
             if callee.startswith("torch.cuda.") and callee.endswith("current_device"):
                 return Device.CUDA
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "format":  # "cuda:{}".format(rank)
+                ok, template = literal_of(func.value)
+                if ok and isinstance(template, str) and template.startswith("cuda"):
+                    return Device.CUDA
             return Device.UNKNOWN
         if isinstance(expr, cst.Name):
             devices = {
@@ -141,6 +149,9 @@ class DeviceAnalysis:
                     found, reason = Device.CUDA, "the nccl backend"
                 elif callee in _CWA_CALLS:
                     found, reason = Device.CUDA_WHEN_AVAILABLE, f"`{source.code(func)}()`"
+                elif callee in _CUDA_CALLS:
+                    found = Device.CUDA_WHEN_AVAILABLE if call.conditional else Device.CUDA
+                    reason = f"`{source.code(func)}(...)`"
                 elif placed is not None:
                     found, reason = placed
             if found is Device.UNKNOWN:

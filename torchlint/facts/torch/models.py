@@ -1,14 +1,16 @@
 """Which models are trained, how each was built, placed, wrapped and compiled, and where `torch.compile` runs.
 
 A *trained model* is an object whose parameters reach an optimizer — `AdamW(model.parameters())`, parameter
-groups built from `model.named_parameters()`, `create_optimizer_v2(model, ...)`, `model.configure_optimizers(...)`
-(nanoGPT) — in a module that trains (it has a training loop, or calls a function that has one). It is named
-by a variable (`model`) or an attribute of `self` (`self.model`); `model.module.parameters()` and
-`self.net.encoder.parameters()` name `model` and `self.net`. A model that is a parameter of the function
-that builds the optimizer is followed to every caller's argument, in this module and, through the project
-index, from the modules that call in (`train(model, ...)` in engine.py, the model built in main.py).
+groups built from `model.named_parameters()`, `create_optimizer_v2(model, ...)`,
+`model.configure_optimizers(...)` (nanoGPT), a Lightning `trainer.fit(model)` — in a module that trains (it
+has a training loop, calls a function that has one, or hands training to a trainer object), and it is run
+(called, or handed to code that may call it). It is named by a variable (`model`) or an attribute of `self`
+(`self.model`); `model.module.parameters()` and `self.net.encoder.parameters()` name `model` and
+`self.net`. A model that is a parameter of the function that builds the optimizer is followed to every
+caller's argument, in this module and, through the project index, from the modules that call in
+(`train(model, ...)` in engine.py, the model built in main.py).
 
-Its *events* are what the code does to it, in order: built (`Net()`, `create_model(...)`,
+Its *events* are what the code does to it: built (`Net()`, `create_model(...)`,
 `AutoModel.from_pretrained(...)`), placed (`.to(device)`, `.cuda()`), wrapped (DDP, FSDP, DataParallel,
 `fully_shard`, `accelerator.prepare`, any call that is given the model and whose result is the model again),
 compiled, loaded from a state dict, pickled whole (`torch.save(model)`), or copied for an EMA.
@@ -158,8 +160,29 @@ class ModelAnalysis:
             target = source.callee(call)
             if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
                 return True
-            if self._runs_a_trainer(call):
+            if self._runs_a_trainer(call) or target is None and self._hands_optimizer_to_training(call):
                 return True
+        return False
+
+    def _hands_optimizer_to_training(self, call: CallRecord) -> bool:
+        """`train(args, model, loader, optimizer, epoch)` into a function this analysis cannot see (a star
+        import, another package): named for training and given an optimizer built here."""
+        func = call.node.func
+        name = (
+            func.value
+            if isinstance(func, cst.Name)
+            else func.attr.value
+            if isinstance(func, cst.Attribute)
+            else ""
+        )
+        if "train" not in name.lower() or "pretrain" in name.lower():
+            return False
+        optimizers = {id(found.node) for found, _ in self._optimizer_calls()}
+        for arg in call.node.args:
+            if isinstance(arg.value, cst.Name):
+                for assignment in self.source.assigned_values(arg.value, call.scope):
+                    if id(assignment.value) in optimizers:
+                        return True
         return False
 
     def _lightning_fits(self) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
@@ -171,7 +194,9 @@ class ModelAnalysis:
                 continue
             for assignment in source.assigned_values(func.value, call.scope):
                 value = assignment.value
-                callee = source.qualname(value.func, assignment.scope) if isinstance(value, cst.Call) else None
+                callee = (
+                    source.qualname(value.func, assignment.scope) if isinstance(value, cst.Call) else None
+                )
                 if callee and callee.split(".")[0] in ("lightning", "pytorch_lightning"):
                     if callee.endswith("Trainer"):
                         argument = argument_for_fit(call.node)
@@ -216,7 +241,7 @@ class ModelAnalysis:
             if target is None:
                 continue
             home, function = target
-            for name, inner_how in home.analysis(ModelAnalysis).trained_params(function).items():
+            for name in home.analysis(ModelAnalysis).trained_params(function):
                 argument = argument_for(call.node, function, name)
                 if argument is None:
                     continue
@@ -575,7 +600,11 @@ class ModelAnalysis:
     def _is_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             root = self._root_of(expr, scope)
-            return root is not None and expr is root and self._key(root, scope) == self._key(model.expr, model.scope)
+            return (
+                root is not None
+                and expr is root
+                and self._key(root, scope) == self._key(model.expr, model.scope)
+            )
         return False
 
     def _mentions_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
@@ -587,7 +616,8 @@ class ModelAnalysis:
         return self._is_model(model, expr, scope)
 
     def _call_on_model(self, model: Model, call: CallRecord) -> None:
-        """Calls that act on the model: `model.to(...)`, `model.compile()`, `torch.save(model)`, EMA copies."""
+        """Calls that act on the model: `model.to(...)`, `model.compile()`, `torch.save(model)`, EMA
+        copies."""
         source = self.source
         func = call.node.func
         alone = self._standalone(call.node)
@@ -689,7 +719,9 @@ class ModelAnalysis:
                     sites.append(CompileSite(arg, f"`{arg.keyword.value}=`", call, None))
         for reference in source.references_to(_COMPILERS):
             if reference.decorator is not None:
-                sites.append(CompileSite(reference.decorator, f"`@{source.code(reference.expr)}`", None, None))
+                sites.append(
+                    CompileSite(reference.decorator, f"`@{source.code(reference.expr)}`", None, None)
+                )
             elif reference.call is None:  # `compile_fn = torch.compile if args.compile else ...`
                 sites.append(CompileSite(reference.expr, f"`{source.code(reference.expr)}`", None, None))
         return sites
@@ -761,7 +793,9 @@ class ModelAnalysis:
             if node.func.attr.value == "cuda":
                 placed = max(placed, Device.CUDA_WHEN_AVAILABLE if event.conditional else Device.CUDA)
                 continue
-            target = next((a.value for a in node.args if a.keyword is None or a.keyword.value == "device"), None)
+            target = next(
+                (a.value for a in node.args if a.keyword is None or a.keyword.value == "device"), None
+            )
             if target is not None:
                 placed = max(placed, devices.device_of(target, model.scope))
                 only_cpu = (only_cpu or placed is Device.CPU) and _names_cpu(target)
