@@ -86,3 +86,36 @@ def test_same_file_named_twice_is_reported_once(repo):
     put(repo, "a.py")
     result = CliRunner().invoke(main, ["--output-format", "concise", "-q", "a.py", "./a.py", "."])
     assert result.output.count("TL303") == 1
+
+
+@pytest.mark.parametrize("output_format", ["full", "concise", "json", "sarif", "gitlab", "junit", "github"])
+def test_file_names_that_are_not_utf8_are_checked_and_reported(tmp_path, monkeypatch, output_format):
+    """Reliability repro C1: a name that is not UTF-8 anywhere in the tree crashed the cached run."""
+    import os
+
+    root = os.fsencode(tmp_path)
+    (tmp_path / "data").mkdir()
+    open(os.path.join(root, b"data", b"legacy\xe9.txt"), "wb").close()
+    with open(os.path.join(root, b"bad\xe9.py"), "wb") as handle:
+        handle.write(b"import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check", "--output-format", output_format, "."])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1
+
+
+def test_names_and_lines_from_the_project_cannot_inject_ci_commands_or_terminal_escapes(tmp_path, monkeypatch):
+    """Reliability repro S1: a file named `::error ...::x.py` or a line with `\\r::error` or ANSI escapes."""
+    (tmp_path / "::error title=X::y.py").write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    (tmp_path / "cr.py").write_text(
+        "import torch\nscaler = torch.cuda.amp.GradScaler()  # \x1b[2K\x1b[1A\n", encoding="utf-8"
+    )
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(tmp_path)
+    for output_format in ("full", "concise", "pylint"):
+        output = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", output_format, "."]).output
+        assert not [line for line in output.splitlines() if line.startswith("::")]
+        assert "\x1b" not in output
+    full = CliRunner().invoke(main, ["check", "--no-cache", "cr.py"]).output
+    assert "2 | scaler = torch.cuda.amp.GradScaler()  # \\x1b[2K\\x1b[1A\n" in full

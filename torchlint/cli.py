@@ -190,11 +190,12 @@ def _report_stream(output_file: Path | None, default: TextIO) -> Iterator[TextIO
 
 def _report(outcome, options, output_format: str, quiet: bool, out: TextIO) -> None:
     from torchlint.report import MACHINE_FORMATS, REPORTERS
+    from torchlint.report.shown import shown
 
     for message in outcome.warnings:
-        click.echo(f"warning: {message}", err=True)
+        click.echo(f"warning: {shown(message)}", err=True)
     for message in outcome.errors:
-        click.echo(f"error: {message}", err=True)
+        click.echo(f"error: {shown(message)}", err=True)
     if options.diff:
         from torchlint.fix.apply import unified_diff
 

@@ -38,7 +38,11 @@ def _signature(result: os.stat_result) -> list[int]:
 
 def _listing_digest(entries: list[os.DirEntry]) -> str:
     """Names and what each entry itself is: a file replaced by a folder of the same name is a change."""
-    return content_hash("\0".join(f"{entry.name}\1{entry_link_kind(entry)}" for entry in entries).encode())
+    return content_hash(
+        "\0".join(f"{entry.name}\1{entry_link_kind(entry)}" for entry in entries).encode(
+            "utf-8", "surrogateescape"
+        )
+    )
 
 
 class RecordingFileSystem(FileSystem):

@@ -45,7 +45,7 @@ def _settings_digest(settings: Settings, enabled: tuple[str, ...]) -> str:
 
 def file_list_digest(files: list[Path]) -> str:
     """The project's file list, for entries whose findings depend on who imports the file."""
-    return content_hash("\0".join(map(str, files)).encode())
+    return content_hash("\0".join(map(str, files)).encode("utf-8", "surrogateescape"))
 
 
 class ResultCache:
@@ -64,7 +64,7 @@ class ResultCache:
 
     @staticmethod
     def key(display: str, raw: bytes, digest: str) -> str:
-        return content_hash(b"\0".join((display.encode(), raw, digest.encode())))
+        return content_hash(b"\0".join((display.encode("utf-8", "surrogateescape"), raw, digest.encode())))
 
     def load(self, key: str, file_list: Callable[[], str]) -> list[Diagnostic] | None:
         """The entry's findings if every file it consulted is unchanged; `file_list` gives the project's

@@ -8,12 +8,14 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
+from torchlint.report.shown import shown, shown_path
 
 
 def write_full(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
         marker = " [*]" if d.fix and d.fix.applicability is Applicability.SAFE else ""
-        out.write(f"{d.path}:{d.location.line}:{d.location.column}: {d.code}{marker} {d.message}\n")
+        where = f"{shown_path(d.path)}:{d.location.line}:{d.location.column}"
+        out.write(f"{where}: {d.code}{marker} {shown(d.message)}\n")
         lines = sources.get(d.path)
         if lines is not None and d.location.line <= len(lines.line_starts):
             text = lines.line_text(d.location.line)
@@ -26,7 +28,7 @@ def write_full(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out
                 width = max(len(text) - start, 1)
             # Keep tabs in the padding so the caret lines up under tab-indented code.
             padding = "".join(ch if ch == "\t" else " " for ch in text[:start])
-            out.write(f"{gutter} |\n{number} | {text}\n{gutter} | {padding}{'^' * width} {d.code}\n")
+            out.write(f"{gutter} |\n{number} | {shown(text)}\n{gutter} | {padding}{'^' * width} {d.code}\n")
             out.write(f"{gutter} |\n")
             if d.fix is not None:
                 kind = {

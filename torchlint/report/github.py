@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
+from torchlint.report.shown import shown
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return shown(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:

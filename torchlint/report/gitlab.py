@@ -14,6 +14,7 @@ from collections import Counter
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
+from torchlint.report.shown import shown
 
 # Code Climate severities are info, minor, major, critical, blocker.
 SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
@@ -21,7 +22,7 @@ SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
 
 def fingerprint(d: Diagnostic, rank: int) -> str:
     key = "\0".join((d.path, d.code, d.message, str(rank)))
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def to_gitlab(d: Diagnostic, rank: int) -> dict:
@@ -31,7 +32,7 @@ def to_gitlab(d: Diagnostic, rank: int) -> dict:
         "fingerprint": fingerprint(d, rank),
         "severity": SEVERITIES[d.severity],
         "location": {
-            "path": d.path,
+            "path": shown(d.path),
             "lines": {"begin": d.location.line, "end": d.end_location.line},
         },
     }

@@ -13,6 +13,7 @@ from typing import TextIO
 from xml.etree import ElementTree as ET
 
 from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.report.shown import shown
 
 PACKAGE = "org.torchlint"
 
@@ -37,7 +38,8 @@ def to_junit(diagnostics: list[Diagnostic]) -> ET.Element:
         suite = _suite(root, "torchlint", 1, 0)
         ET.SubElement(suite, "testcase", name="No errors found", classname="torchlint")
         return root
-    for path, found in groupby(sorted(diagnostics, key=Diagnostic.sort_key), key=lambda d: d.path):
+    for raw, found in groupby(sorted(diagnostics, key=Diagnostic.sort_key), key=lambda d: d.path):
+        path = shown(raw)  # XML holds no control characters, and a name may not be UTF-8
         items = list(found)
         suite = _suite(root, path, len(items), len(items))
         for d in items:
@@ -49,8 +51,8 @@ def to_junit(diagnostics: list[Diagnostic]) -> ET.Element:
                 line=str(d.location.line),
                 column=str(d.location.column),
             )
-            failure = ET.SubElement(case, "failure", message=d.message)
-            failure.text = f"line {d.location.line}, col {d.location.column}, {d.message}"
+            failure = ET.SubElement(case, "failure", message=shown(d.message))
+            failure.text = f"line {d.location.line}, col {d.location.column}, {shown(d.message)}"
     return root
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.report.shown import shown, shown_path
 
 
 def write_pylint(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
-        out.write(f"{d.path}:{d.location.line}: [{d.code}] {d.message}\n")
+        out.write(f"{shown_path(d.path)}:{d.location.line}: [{d.code}] {shown(d.message)}\n")

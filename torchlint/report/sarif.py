@@ -29,7 +29,7 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning"}
 def _artifact(path: str) -> dict:
     if PurePosixPath(path).is_absolute():
         return {"uri": PurePosixPath(path).as_uri()}
-    return {"uri": quote(path), "uriBaseId": "%SRCROOT%"}
+    return {"uri": quote(path, errors="surrogateescape"), "uriBaseId": "%SRCROOT%"}
 
 
 def _region(start: dict, end: dict) -> dict:
