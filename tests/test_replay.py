@@ -146,3 +146,33 @@ def test_only_the_most_recent_records_are_kept(project, monkeypatch):
         check("--select", code, ".")
     assert len(list((project / ".torchlint_cache" / "runs").glob("*.json"))) == 3
     assert check("--select", "TL3", ".")[2] and not check("--select", "TL201", ".")[2]
+
+
+def test_a_symlinked_cache_is_never_written_pruned_or_read(tmp_path, monkeypatch):
+    """Reliability repros D2 and D3: a repository can commit `.torchlint_cache` (or its `runs`) as a symlink
+    to anywhere; the run then goes without a cache and leaves the target alone."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (project / "train.py").write_text(AMP)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / ".gitignore").write_text("secrets/\n")
+    for index in range(70):
+        (victim / f"keep{index}.json").write_text("{}")
+    monkeypatch.chdir(project)
+    for link in (project / ".torchlint_cache",):
+        link.symlink_to(victim)
+        for _ in range(2):
+            result = CliRunner().invoke(main, ["check", "."])
+            assert result.exit_code == 1 and "TL303" in result.output
+        assert sorted(p.name for p in victim.iterdir()) == sorted(
+            [".gitignore", *(f"keep{index}.json" for index in range(70))]
+        )
+        assert (victim / ".gitignore").read_text() == "secrets/\n"
+        link.unlink()
+    (project / ".torchlint_cache").mkdir()
+    (project / ".torchlint_cache" / "runs").symlink_to(victim)
+    for _ in range(2):
+        assert CliRunner().invoke(main, ["check", "."]).exit_code == 1
+    assert len(list(victim.glob("*.json"))) == 70

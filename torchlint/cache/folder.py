@@ -16,11 +16,22 @@ __all__ = ["CACHE_FOLDER", "prepare", "write_entry"]
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
 
 
+def linked(folder: Path) -> bool:
+    """`folder` or the cache above it is a symlink: a repository can commit one that points anywhere (its
+    own root, the user's home), and the cache writes, prunes and tags what it finds there."""
+    return os.path.islink(folder) or os.path.islink(folder.parent)
+
+
 def prepare(folder: Path) -> None:
     """Create `folder` inside the cache, and the cache with a CACHEDIR.TAG (backup tools skip it) and a
-    .gitignore (whatever the project's own says). OSError where nothing can be written."""
+    .gitignore (whatever the project's own says). OSError where nothing can be written, and where the cache
+    is a symlink (then the run goes without a cache)."""
+    if linked(folder):
+        raise OSError(f"{folder}: the cache folder is a symlink; not following it")
     folder.mkdir(parents=True, exist_ok=True)
     top = folder.parent
+    if linked(folder):  # made a symlink while we looked
+        raise OSError(f"{folder}: the cache folder is a symlink; not following it")
     if not (top / "CACHEDIR.TAG").exists():
         (top / "CACHEDIR.TAG").write_text(_TAG)
         (top / ".gitignore").write_text("*\n")

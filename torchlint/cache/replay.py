@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
-from torchlint.cache.folder import CACHE_FOLDER, prepare, write_entry
+from torchlint.cache.folder import CACHE_FOLDER, linked, prepare, write_entry
 from torchlint.cache.fs import RecordingFileSystem
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
@@ -47,6 +47,8 @@ def replay(options: RunOptions) -> Outcome | None:
     if not replayable(options):
         return None
     path = _record_path(options)
+    if linked(path.parent):
+        return None  # a symlinked cache is not ours to read
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         if record["format"] != FORMAT:
@@ -131,6 +133,8 @@ def _record_path(options: RunOptions) -> Path:
 
 def _prune(folder: Path) -> None:
     """Remove all but the MAX_RECORDS most recently written records (a replay rewrites nothing else)."""
+    if linked(folder):
+        return  # never delete through a symlink (reliability repro D2)
     try:
         records = sorted(folder.glob("*.json"), key=lambda record: record.stat().st_mtime_ns, reverse=True)
         for stale in records[MAX_RECORDS:]:

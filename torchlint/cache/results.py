@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
-from torchlint.cache.folder import CACHE_FOLDER, write_entry
+from torchlint.cache.folder import CACHE_FOLDER, linked, write_entry
 from torchlint.diagnostics import Diagnostic
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
@@ -69,6 +69,8 @@ class ResultCache:
     def load(self, key: str, file_list: Callable[[], str]) -> list[Diagnostic] | None:
         """The entry's findings if every file it consulted is unchanged; `file_list` gives the project's
         file-list digest, asked only of entries whose analysis depended on it."""
+        if linked(self.folder):
+            return None  # a symlinked cache is not ours to read (nor to write: see `prepare`)
         try:
             entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
             for path, expected in entry["consulted"].items():
