@@ -380,3 +380,21 @@ class ModuleFacts:
         callee, framework, the switch, its mixed-precision value) — a Lightning `Trainer`, an accelerate
         `Accelerator`, a Hugging Face `TrainingArguments` whose arguments surely lack it."""
         return self._precision.framework_gaps
+
+    def backward_in_autocast(self) -> list[tuple[Node, AutocastSite]]:
+        """`.backward()` calls written inside an enabled autocast `with` block, with the block's site."""
+        return self._precision.backward_in_autocast()
+
+    def clips_without_unscale(self) -> list[tuple[Node, str, str]]:
+        """Gradient clipping before `scaler.step(opt)` in a loop that never unscales first: (the clip call,
+        the scaler as written, the optimizer as written)."""
+        return self._precision.clips_without_unscale()
+
+    def fp16_autocast_without_scaler(self) -> list[AutocastSite]:
+        """float16 autocast (explicit, the CUDA default, or float16 on some hardware) around training, in a
+        module with no GradScaler, scaler class or other loss scaling."""
+        return self._precision.fp16_without_scaler()
+
+    def scalers_with_bfloat16(self) -> list[Scaler]:
+        """Always-enabled GradScalers in a module whose every autocast asks for bfloat16."""
+        return self._precision.scalers_with_bfloat16()

@@ -88,3 +88,83 @@ class TrainingWithoutAutocast(Rule):
             return None
         title = "Run the forward pass and the loss under `torch.autocast` (bfloat16)"
         return Fix(title, Applicability.UNSAFE, (edit,), imports)
+
+
+class BackwardInsideAutocast(Rule):
+    """`loss.backward()` inside the autocast block: the AMP docs advise against it."""
+
+    code = "TL305"
+    name = "backward-inside-autocast"
+    needs_text = ("autocast",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for call, site in facts.backward_in_autocast():
+            message = (
+                f"`{facts.code(call).splitlines()[0]}` runs inside an autocast block ({site.how}): backward "
+                "passes under autocast are not recommended (PyTorch AMP docs); end the block after the loss"
+            )
+            yield self.finding(facts, call, message)
+
+
+class ClipGradWithoutUnscale(Rule):
+    """Clipping scaled gradients: the threshold applies to gradients multiplied by the loss scale."""
+
+    code = "TL306"
+    name = "clip-grad-without-unscale"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("clip_grad",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for clip, scaler, optimizer in facts.clips_without_unscale():
+            message = (
+                f"gradients are clipped while still scaled by `{scaler}`: call "
+                f"`{scaler}.unscale_({optimizer})` before clipping, or the threshold applies to gradients "
+                "multiplied by the loss scale"
+            )
+            fix = None
+            statement = facts.standalone_statement(clip)
+            if statement is not None:
+                edit = build.statement_before(facts.source, statement, f"{scaler}.unscale_({optimizer})")
+                if edit is not None:
+                    title = f"Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"
+                    fix = Fix(title, Applicability.UNSAFE, (edit,))
+            yield self.finding(facts, clip, message, fix)
+
+
+class Fp16AutocastWithoutGradScaler(Rule):
+    """float16 autocast in training with no loss scaling: small gradients underflow to zero."""
+
+    code = "TL302"
+    name = "fp16-autocast-without-grad-scaler"
+    needs_text = ("autocast",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site in facts.fp16_autocast_without_scaler():
+            if site.dtype == "float16":
+                why = "explicitly" if site.dtype_explicit else "by default on CUDA"
+                dtype = f"float16 ({why})"
+            else:
+                dtype = "float16 on GPUs without bfloat16"
+            message = (
+                f"this autocast runs training in {dtype} with no GradScaler: small gradients underflow to "
+                'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
+                "`dtype=torch.bfloat16`"
+            )
+            yield self.finding(facts, site.node, message)
+
+
+class GradScalerWithBfloat16(Rule):
+    """A GradScaler next to bfloat16 autocast only: needless work, and an error with bfloat16 parameters."""
+
+    code = "TL307"
+    name = "grad-scaler-with-bfloat16"
+    needs_text = ("GradScaler",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for scaler in facts.scalers_with_bfloat16():
+            message = (
+                "a GradScaler with bfloat16 autocast only: bfloat16 has float32's range, so gradients do "
+                "not underflow and scaling is needless work (and with bfloat16 parameters `unscale_` fails "
+                "on CUDA, pytorch/pytorch#127176)"
+            )
+            yield self.finding(facts, scaler.node, message)

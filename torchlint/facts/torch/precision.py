@@ -66,6 +66,12 @@ _OTHER_MECHANISMS = {
     "apex.amp": "apex amp",
     "deepspeed.initialize": "DeepSpeed (its config decides fp16/bf16)",
 }
+_CLIPS = {
+    "torch.nn.utils.clip_grad_norm_",
+    "torch.nn.utils.clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_value_",
+}
 _NEW_SIGNATURE = Signature(("device_type", "dtype", "enabled", "cache_enabled"))
 _OLD_SIGNATURE = Signature(("enabled", "dtype", "cache_enabled"))
 _HALF_CASTS = {"half": "float16", "bfloat16": "bfloat16"}
@@ -167,8 +173,7 @@ class PrecisionAnalysis:
         return AutocastSite(ref.expr, call, how, device, dtype, explicit, enabled)
 
     def _use_of(self, call: cst.Call) -> str:
-        with_item = self._with_items.get(id(call))
-        if with_item is not None:
+        if id(call) in self._with_items:
             return "`with`"
         target = self._assigned_name(call)
         return f"variable `{target}`" if target else "call"
@@ -186,8 +191,80 @@ class PrecisionAnalysis:
         return found
 
     @cached_property
-    def _with_items(self) -> dict[int, cst.WithItem]:
-        return {id(item.item): item for item in _with_items(self.source.module)}
+    def _with_items(self) -> dict[int, tuple[cst.WithItem, cst.With]]:
+        return {id(item.item): (item, node) for node in _withs(self.source.module) for item in node.items}
+
+    def regions(self) -> list[tuple[AutocastSite, cst.With]]:
+        """`with` statements that open an enabled autocast context: directly (`with torch.autocast(...)`)
+        or through a variable holding one (`with ctx:`)."""
+        sites = [s for s in self.autocast_sites if s.enabled != "no"]
+        by_call = {id(s.call): s for s in sites if s.call is not None and s.how == "`with`"}
+        by_name = {s.how[len("variable `") : -1]: s for s in sites if s.how.startswith("variable `")}
+        found = []
+        for node in _withs(self.source.module):
+            for item in node.items:
+                site = by_call.get(id(item.item))
+                if site is None and isinstance(item.item, (cst.Name, cst.Attribute)):
+                    site = by_name.get(self.source.code(item.item))
+                if site is not None:
+                    found.append((site, node))
+        return found
+
+    def backward_in_autocast(self) -> list[tuple[cst.Call, AutocastSite]]:
+        """Backward calls written inside an autocast region (TL305)."""
+        found = []
+        for site, node in self.regions():
+            for call in _calls_in(node.body):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                    found.append((call, site))
+        return found
+
+    def clips_without_unscale(self) -> list[tuple[cst.Call, str, str]]:
+        """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of a loop with
+        no `scaler.unscale_(...)` before it: (the clip call, the scaler, the optimizer) — TL306."""
+        source = self.source
+        found = []
+        for scaler in self.scalers:
+            for step in scaler.uses.get("step", []):
+                if step.loop is None or not step.node.args:
+                    continue
+                calls = [c for c in step.loop.all_calls() if c.function is step.function]
+                step_at = source.span(step.node)[0]
+                unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in calls]
+                for call in calls:
+                    if (source.qualname(call.node.func, call.scope) or "") not in _CLIPS:
+                        continue
+                    at = source.span(call.node)[0]
+                    if at < step_at and not any(u < at for u in unscales):
+                        optimizer = source.code(step.node.args[0].value)
+                        found.append((call.node, scaler.name, optimizer))
+        return found
+
+    def fp16_without_scaler(self) -> list[AutocastSite]:
+        """float16 autocast regions (explicit, the CUDA default, or chosen at run time) inside training
+        loops of a module with no loss scaling of any kind (TL302)."""
+        if self.scalers or any(
+            "scaler" in what or "apex" in what or "DeepSpeed" in what for _, what in self.evidence
+        ):
+            return []
+        from torchlint.facts.torch.training import TrainingAnalysis
+
+        loops = self.source.analysis(TrainingAnalysis).training_loops
+        found = []
+        for site, node in self.regions():
+            if site.dtype not in ("float16", "float16 or bfloat16") or site.device == "cpu":
+                continue
+            if any(_contains(loop.node, node) for loop in loops) and site not in found:
+                found.append(site)
+        return found
+
+    def scalers_with_bfloat16(self) -> list[Scaler]:
+        """Scalers always enabled in a module whose every autocast asks for bfloat16 explicitly (TL307)."""
+        sites = [s for s in self.autocast_sites if s.enabled != "no"]
+        if not sites or any(s.dtype != "bfloat16" or not s.dtype_explicit for s in sites):
+            return []
+        return [s for s in self.scalers if s.enabled == "yes" and s.how.startswith("`torch.")]
 
     def _assigned_name(self, value: cst.BaseExpression) -> str:
         target = self._targets.get(id(value))
@@ -469,12 +546,23 @@ def _framework_of(qualname: str) -> str:
     return ""
 
 
-def _with_items(node: cst.CSTNode):
+def _withs(node: cst.CSTNode):
     if isinstance(node, cst.With):
-        yield from node.items
+        yield node
     for child in node.children:
-        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module)):
-            yield from _with_items(child)
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else)):
+            yield from _withs(child)
+
+
+def _calls_in(node: cst.CSTNode):
+    if isinstance(node, cst.Call):
+        yield node
+    for child in node.children:
+        yield from _calls_in(child)
+
+
+def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    return node is target or any(_contains(child, target) for child in node.children)
 
 
 def _assignment_targets(module: cst.Module):
