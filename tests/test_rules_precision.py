@@ -452,3 +452,142 @@ def test_debug_facts_shows_precision_sites_scalers_and_the_wrapped_region(tmp_pa
         "  loop at line 6: forward `model` at line 8; forward and loss: the backward pass is not a later "
         "statement of the same block"
     ) in lines
+
+
+# -- TL302, TL305, TL306, TL307 ------------------------------------------------------------------------------
+
+SCALED_LOOP = """\
+import torch
+
+model = Net().cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+scaler = torch.amp.GradScaler("cuda")
+for step, (x, y) in enumerate(loader):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x.cuda()), y.cuda()) / accumulation
+    scaler.scale(loss).backward()
+    if (step + 1) % accumulation == 0:
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+"""
+
+
+def test_clip_under_accumulation_and_a_flag_gets_unscale_inside_the_same_block():
+    [d] = lint(SCALED_LOOP, select=("TL306",))
+    assert (d.location.line, d.location.column) == (12, 13)
+    assert d.message == (
+        "gradients are clipped while still scaled by `scaler`: call `scaler.unscale_(optimizer)` before "
+        "clipping, or the threshold applies to gradients multiplied by the loss scale"
+    )
+    assert fix(SCALED_LOOP, select=("TL306",)) == SCALED_LOOP.replace(
+        "        if clip:\n", "        if clip:\n            scaler.unscale_(optimizer)\n"
+    )
+    assert findings(SCALED_LOOP) == [("TL306", 12)]
+
+
+def test_clip_after_unscale_is_not_flagged_nanogpt_order():
+    source = SCALED_LOOP.replace(
+        "        if clip:\n", "        if clip:\n            scaler.unscale_(optimizer)\n"
+    )
+    assert findings(source) == []
+
+
+def test_clip_inside_a_scaler_class_is_not_judged_here():
+    # timm/deit: `loss_scaler(loss, optimizer, clip_grad=...)` unscales inside NativeScaler
+    source = """\
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, loss_scaler, clip_grad):
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            loss_scaler(loss, optimizer, clip_grad=clip_grad, parameters=model.parameters())
+    """
+    assert findings(source) == []
+
+
+def test_fp16_autocast_without_any_scaler_in_training_is_flagged():
+    source = """\
+    import torch
+
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        with torch.autocast(device_type="cuda", dtype=dtype):
+            loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL302",))
+    assert d.location.line == 7
+    assert d.message.startswith("this autocast runs training in float16 on GPUs without bfloat16 with no")
+
+
+def test_fp16_autocast_for_inference_only_is_not_tl302():
+    source = """\
+    import torch
+
+    model = Net().cuda().eval()
+    with torch.no_grad():
+        for x in loader:
+            with torch.autocast("cuda"):
+                predictions = model(x)
+    """
+    assert findings(source) == []
+
+
+def test_backward_inside_autocast_through_a_context_variable():
+    source = """\
+    from contextlib import nullcontext
+    import torch
+
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast("cuda", dtype=torch.bfloat16)
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        with ctx:
+            loss = criterion(model(x), y)
+            loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL305",))
+    assert (d.location.line, d.message) == (
+        10,
+        "`loss.backward()` runs inside an autocast block (variable `ctx`): backward passes under autocast "
+        "are not recommended (PyTorch AMP docs); end the block after the loss",
+    )
+
+
+def test_scaler_enabled_only_for_float16_is_not_tl307():
+    source = """\
+    import torch
+
+    scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert findings(source) == []
+    assert findings(source.replace(', enabled=(dtype == "float16")', "")) == [("TL307", 3)]
+
+
+def test_model_moved_with_a_dtype_variable_is_a_cast():
+    source = """\
+    import torch
+
+    ptdtype = torch.bfloat16
+    model = Net().to("cuda", dtype=ptdtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(ptdtype)`"]

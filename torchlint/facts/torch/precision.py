@@ -398,8 +398,8 @@ class PrecisionAnalysis:
                 found.append(Switch(call.node, f"cast with `.{func.attr.value}()`", cast))
             elif isinstance(func, cst.Attribute) and func.attr.value == "to":
                 for arg in call.node.args:
-                    dtype = _DTYPES.get(source.qualname(arg.value, call.scope) or "")
-                    if dtype in ("float16", "bfloat16"):
+                    dtype = self.dtype_of(arg.value, call.scope)
+                    if dtype in ("float16", "bfloat16", "float16 or bfloat16"):
                         found.append(Switch(call.node, f"cast with `.to({source.code(arg.value)})`", dtype))
         for ref in source.references_to(_OTHER_MECHANISMS):
             if ref.call is None:
