@@ -591,3 +591,30 @@ def test_model_moved_with_a_dtype_variable_is_a_cast():
         optimizer.step()
     """
     assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(ptdtype)`"]
+
+
+def test_backward_and_the_statements_after_it_leave_the_autocast_block():
+    source = """\
+    import torch
+
+    def step(model, x, y, optimizer):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+            loss = criterion(out, y)
+            # backprop
+            loss.backward()
+            optimizer.step()
+        return loss
+    """
+    assert fix(source, select=("TL305",)) == textwrap.dedent("""\
+    import torch
+
+    def step(model, x, y, optimizer):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+            loss = criterion(out, y)
+        # backprop
+        loss.backward()
+        optimizer.step()
+        return loss
+    """)

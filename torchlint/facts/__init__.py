@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.models import CompileQuestions, CompileSite, Model, ModelAnalysis
     from torchlint.facts.torch.moves import Move
-    from torchlint.facts.torch.precision import AutocastSite, PrecisionAnalysis, Scaler, Switch
+    from torchlint.facts.torch.precision import (
+        AutocastSite,
+        BackwardInAutocast,
+        PrecisionAnalysis,
+        Scaler,
+        Switch,
+    )
     from torchlint.facts.torch.steps import TrainingStep
     from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
 
@@ -52,6 +58,7 @@ _LAZY = {
     "LoaderUse": "torchlint.facts.torch.training",
     "Move": "torchlint.facts.torch.moves",
     "AutocastSite": "torchlint.facts.torch.precision",
+    "BackwardInAutocast": "torchlint.facts.torch.precision",
     "Scaler": "torchlint.facts.torch.precision",
     "Switch": "torchlint.facts.torch.precision",
     "TrainingStep": "torchlint.facts.torch.steps",
@@ -71,6 +78,7 @@ def __getattr__(name: str):
 __all__ = [
     "Argument",
     "AutocastSite",
+    "BackwardInAutocast",
     "Binding",
     "BindingKind",
     "CallArguments",
@@ -381,8 +389,9 @@ class ModuleFacts:
         `Accelerator`, a Hugging Face `TrainingArguments` whose arguments surely lack it."""
         return self._precision.framework_gaps
 
-    def backward_in_autocast(self) -> list[tuple[Node, AutocastSite]]:
-        """`.backward()` calls written inside an enabled autocast `with` block, with the block's site."""
+    def backward_in_autocast(self) -> list[BackwardInAutocast]:
+        """`.backward()` calls written inside an enabled autocast `with` block, with the block's site and,
+        when moving it out is a pure dedent, where."""
         return self._precision.backward_in_autocast()
 
     def clips_without_unscale(self) -> list[tuple[Node, str, str]]:

@@ -162,6 +162,22 @@ def wrap_in_with(
     return replace_node(source, block, block.with_changes(body=[*body[:start], wrapped, *body[end:]]))
 
 
+def move_out_of_with(source: SourceModule, block: cst.BaseSuite, region: cst.With, start: int) -> Edit | None:
+    """The statements of `region`'s body from index `start` on leave the `with` block, dedented to stand
+    right after it in `block` (the block that holds the `with`). None unless that is what the tree holds."""
+    inner = region.body
+    if not isinstance(block, cst.IndentedBlock) or not isinstance(inner, cst.IndentedBlock) or start < 1:
+        return None
+    body = list(block.body)
+    at = next((i for i, statement in enumerate(body) if statement is region), None)
+    if at is None or start >= len(inner.body):
+        return None
+    kept = region.with_changes(body=inner.with_changes(body=inner.body[:start]))
+    return replace_node(
+        source, block, block.with_changes(body=[*body[:at], kept, *inner.body[start:], *body[at + 1 :]])
+    )
+
+
 def statement_before(source: SourceModule, statement: cst.CSTNode, code: str) -> Edit | None:
     """A new statement `code` on the line before `statement`, indented like it; None unless `statement`
     starts its line (after `if x: clip()` a new line would land outside the block)."""

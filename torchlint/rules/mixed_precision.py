@@ -95,15 +95,26 @@ class BackwardInsideAutocast(Rule):
 
     code = "TL305"
     name = "backward-inside-autocast"
+    fix_availability = FixAvailability.SOMETIMES
     needs_text = ("autocast",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for call, site in facts.backward_in_autocast():
+        for found in facts.backward_in_autocast():
+            call = facts.code(found.call).splitlines()[0]
             message = (
-                f"`{facts.code(call).splitlines()[0]}` runs inside an autocast block ({site.how}): backward "
-                "passes under autocast are not recommended (PyTorch AMP docs); end the block after the loss"
+                f"`{call}` runs inside an autocast block ({found.site.how}): backward passes under autocast "
+                "are not recommended (PyTorch AMP docs); end the block after the loss"
             )
-            yield self.finding(facts, call, message)
+            fix = None
+            if found.block is not None and found.region is not None:
+                try:
+                    edit = build.move_out_of_with(facts.source, found.block, found.region, found.start)
+                except build.EditError:
+                    edit = None
+                if edit is not None:
+                    title = "Move the backward pass (and what follows it) out of the autocast block"
+                    fix = Fix(title, Applicability.UNSAFE, (edit,))
+            yield self.finding(facts, found.call, message, fix)
 
 
 class ClipGradWithoutUnscale(Rule):

@@ -128,6 +128,19 @@ class Switch:
     dtype: str = "unknown"
 
 
+@dataclass(frozen=True)
+class BackwardInAutocast:
+    """A backward call inside an autocast `with` block; `block` and `start` say how to move it out (the
+    `with` statement's enclosing block, and the index in the `with` body of the first statement to move),
+    `block` None when that is not a pure dedent."""
+
+    call: cst.Call
+    site: AutocastSite
+    region: cst.With | None
+    block: cst.BaseSuite | None
+    start: int
+
+
 class PrecisionAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
@@ -210,15 +223,28 @@ class PrecisionAnalysis:
                     found.append((site, node))
         return found
 
-    def backward_in_autocast(self) -> list[tuple[cst.Call, AutocastSite]]:
-        """Backward calls written inside an autocast region (TL305)."""
+    def backward_in_autocast(self) -> list[BackwardInAutocast]:
+        """Backward calls written inside an autocast region (TL305), with how to move them out."""
         found = []
         for site, node in self.regions():
             for call in _calls_in(node.body):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "backward":
-                    found.append((call, site))
+                    found.append(BackwardInAutocast(call, site, *self._dedent(node, call)))
         return found
+
+    def _dedent(self, node: cst.With, call: cst.Call) -> tuple[cst.With | None, cst.BaseSuite | None, int]:
+        """Moving the backward out is a pure dedent when its statement is one of the `with` block's own
+        statements, not the first (something stays under autocast), and the `with` sits in an indented
+        block: then it and the statements after it leave the block."""
+        inner = node.body
+        if not isinstance(inner, cst.IndentedBlock):
+            return None, None, 0
+        index = next((i for i, s in enumerate(inner.body) if _contains(s, call)), None)
+        if not index or not isinstance(inner.body[index], cst.SimpleStatementLine):
+            return None, None, 0
+        parent = next((b for b in _blocks(self.source.module) if any(s is node for s in b.body)), None)
+        return (node, parent, index) if parent is not None else (None, None, 0)
 
     def clips_without_unscale(self) -> list[tuple[cst.Call, str, str]]:
         """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of a loop with
@@ -554,6 +580,14 @@ def _withs(node: cst.CSTNode):
             yield from _withs(child)
 
 
+def _blocks(node: cst.CSTNode):
+    if isinstance(node, cst.IndentedBlock):
+        yield node
+    for child in node.children:
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else, cst.ExceptHandler)):
+            yield from _blocks(child)
+
+
 def _calls_in(node: cst.CSTNode):
     if isinstance(node, cst.Call):
         yield node
@@ -593,4 +627,4 @@ def _simple_statements(node: cst.CSTNode):
             yield from _simple_statements(child)
 
 
-__all__ = ["AutocastSite", "PrecisionAnalysis", "Scaler", "Switch"]
+__all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "Switch"]
