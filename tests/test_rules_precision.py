@@ -618,3 +618,56 @@ def test_backward_and_the_statements_after_it_leave_the_autocast_block():
         optimizer.step()
         return loss
     """)
+
+
+def test_grad_scaler_rewrite_in_a_train_function_keeps_accumulation_clipping_and_zero_grad():
+    source = """\
+    import torch
+
+    def train(model, loader, optimizer, epochs):
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(loader):
+                with torch.autocast(device_type="cuda"):
+                    loss = criterion(model(x.cuda()), y.cuda())
+                (loss / 4).backward()
+                if i % 4 == 3:
+                    torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """
+    assert fix(source, select=("TL302",)) == textwrap.dedent("""\
+    import torch
+
+    def train(model, loader, optimizer, epochs):
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(loader):
+                with torch.autocast(device_type="cuda"):
+                    loss = criterion(model(x.cuda()), y.cuda())
+                scaler.scale((loss / 4)).backward()
+                if i % 4 == 3:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+    """)
+
+
+def test_two_optimizer_steps_get_the_tl302_finding_without_a_fix():
+    # dcgan style: two optimizers stepped in one loop
+    source = """\
+    import torch
+
+    for x in loader:
+        with torch.autocast("cuda"):
+            loss_d = criterion(net_d(x.cuda()), real)
+        loss_d.backward()
+        opt_d.step()
+        with torch.autocast("cuda"):
+            loss_g = criterion(net_d(net_g(noise)), real)
+        loss_g.backward()
+        opt_g.step()
+    """
+    found = lint(source, select=("TL302",))
+    assert [(d.location.line, d.fix) for d in found] == [(4, None), (8, None)]

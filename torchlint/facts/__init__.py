@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         BackwardInAutocast,
         PrecisionAnalysis,
         Scaler,
+        ScalerPlan,
         Switch,
     )
     from torchlint.facts.torch.steps import TrainingStep
@@ -60,6 +61,7 @@ _LAZY = {
     "AutocastSite": "torchlint.facts.torch.precision",
     "BackwardInAutocast": "torchlint.facts.torch.precision",
     "Scaler": "torchlint.facts.torch.precision",
+    "ScalerPlan": "torchlint.facts.torch.precision",
     "Switch": "torchlint.facts.torch.precision",
     "TrainingStep": "torchlint.facts.torch.steps",
     "Unpicklable": "torchlint.facts.torch.datasets",
@@ -93,6 +95,7 @@ __all__ = [
     "Move",
     "Reference",
     "Scaler",
+    "ScalerPlan",
     "Scope",
     "ScopeKind",
     "Signature",
@@ -399,10 +402,18 @@ class ModuleFacts:
         the scaler as written, the optimizer as written)."""
         return self._precision.clips_without_unscale()
 
-    def fp16_autocast_without_scaler(self) -> list[AutocastSite]:
+    def fp16_autocast_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
         """float16 autocast (explicit, the CUDA default, or float16 on some hardware) around training, in a
-        module with no GradScaler, scaler class or other loss scaling."""
+        module with no GradScaler, scaler class or other loss scaling, with the training loop."""
         return self._precision.fp16_without_scaler()
+
+    def scaler_plan(self, loop: LoopRecord) -> ScalerPlan | None:
+        """The statements a GradScaler rewrite of `loop` touches, when its shape is simple enough."""
+        return self._precision.scaler_plan(loop)
+
+    def name_is_free(self, name: str, scope: Scope) -> bool:
+        """No binding of `name` is visible in `scope` (a fix may introduce it)."""
+        return self.source.name_is_free(name, scope)
 
     def scalers_with_bfloat16(self) -> list[Scaler]:
         """Always-enabled GradScalers in a module whose every autocast asks for bfloat16."""

@@ -147,10 +147,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
 
     code = "TL302"
     name = "fp16-autocast-without-grad-scaler"
+    fix_availability = FixAvailability.SOMETIMES
     needs_text = ("autocast",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site in facts.fp16_autocast_without_scaler():
+        for site, loop in facts.fp16_autocast_without_scaler():
             if site.dtype == "float16":
                 why = "explicitly" if site.dtype_explicit else "by default on CUDA"
                 dtype = f"float16 ({why})"
@@ -161,7 +162,36 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
                 "`dtype=torch.bfloat16`"
             )
-            yield self.finding(facts, site.node, message)
+            yield self.finding(facts, site.node, message, self._fix(facts, loop))
+
+    def _fix(self, facts: ModuleFacts, loop) -> Fix | None:
+        """A scaler made once before the (outermost) loop; the backward, the step and each clip rewritten
+        where they are, so accumulation and `zero_grad` keep their places."""
+        plan = facts.scaler_plan(loop)
+        torch = build.name_module(facts.source, "torch", loop.scope)
+        if plan is None or torch is None or not facts.name_is_free("scaler", plan.scope):
+            return None
+        name, imports = torch
+        optimizer = facts.code(plan.optimizer)
+        try:
+            edits = [
+                build.statement_before(
+                    facts.source, plan.outer_loop, f'scaler = {name}.amp.GradScaler("cuda")'
+                ),
+                build.replace_expression(facts.source, plan.loss, f"scaler.scale({facts.code(plan.loss)})"),
+                build.replace_statement(facts.source, plan.step, f"scaler.step({optimizer})"),
+                build.statement_after(facts.source, plan.step, "scaler.update()"),
+                *(
+                    build.statement_before(facts.source, clip, f"scaler.unscale_({optimizer})")
+                    for clip in plan.clips
+                ),
+            ]
+        except build.EditError:
+            return None
+        if any(edit is None for edit in edits):
+            return None
+        title = 'Scale the loss with `torch.amp.GradScaler("cuda")` (scale, unscale_, step, update)'
+        return Fix(title, Applicability.UNSAFE, tuple(edits), imports)  # type: ignore[arg-type]
 
 
 class GradScalerWithBfloat16(Rule):

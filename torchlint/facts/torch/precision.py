@@ -129,6 +129,18 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class ScalerPlan:
+    """What a GradScaler rewrite of one training loop touches (TL302's fix)."""
+
+    loss: cst.BaseExpression  # the receiver of `.backward()`: becomes `scaler.scale(loss)`
+    step: cst.Expr  # `optimizer.step()`: becomes `scaler.step(optimizer)` followed by `scaler.update()`
+    optimizer: cst.BaseExpression
+    clips: tuple[cst.Expr, ...]  # clipping before the step: `scaler.unscale_(optimizer)` goes first
+    outer_loop: cst.CSTNode  # the scaler is made right before it
+    scope: Scope
+
+
+@dataclass(frozen=True)
 class BackwardInAutocast:
     """A backward call inside an autocast `with` block; `block` and `start` say how to move it out (the
     `with` statement's enclosing block, and the index in the `with` body of the first statement to move),
@@ -267,23 +279,72 @@ class PrecisionAnalysis:
                         found.append((call.node, scaler.name, optimizer))
         return found
 
-    def fp16_without_scaler(self) -> list[AutocastSite]:
+    def fp16_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
         """float16 autocast regions (explicit, the CUDA default, or chosen at run time) inside training
-        loops of a module with no loss scaling of any kind (TL302)."""
-        if self.scalers or any(
-            "scaler" in what or "apex" in what or "DeepSpeed" in what for _, what in self.evidence
-        ):
+        loops of a module with no loss scaling of any kind (TL302), with the loop."""
+        words = ("scaler", "apex", "DeepSpeed", "deepspeed")
+        if self.scalers or any(word in what for _, what in self.evidence for word in words):
             return []
         from torchlint.facts.torch.training import TrainingAnalysis
 
         loops = self.source.analysis(TrainingAnalysis).training_loops
-        found = []
+        found: list[tuple[AutocastSite, LoopRecord]] = []
         for site, node in self.regions():
             if site.dtype not in ("float16", "float16 or bfloat16") or site.device == "cpu":
                 continue
-            if any(_contains(loop.node, node) for loop in loops) and site not in found:
-                found.append(site)
+            loop = next((loop for loop in loops if _contains(loop.node, node)), None)
+            if loop is not None and all(site is not seen for seen, _ in found):
+                found.append((site, loop))
         return found
+
+    def scaler_plan(self, loop: LoopRecord) -> ScalerPlan | None:
+        """Where a GradScaler goes into `loop`: one backward and one optimizer step written in the loop (as
+        statements of their own), the clips before the step, and the outermost loop of the same function
+        (the scaler is made once, before it). None when the loop's shape is not that simple."""
+        source = self.source
+        calls = [c for c in loop.all_calls() if c.function is loop.function]
+        backwards = [
+            c
+            for c in calls
+            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
+        ]
+        steps = [
+            c
+            for c in calls
+            if isinstance(c.node.func, cst.Attribute)
+            and c.node.func.attr.value == "step"
+            and not c.node.args
+            and "sched" not in source.code(c.node.func.value).lower()
+        ]
+        if len(backwards) != 1 or len(steps) != 1 or backwards[0].node.args:
+            return None
+        step = steps[0]
+        step_statement = self._statement_of(step.node)
+        if step_statement is None:
+            return None
+        step_at = source.span(step.node)[0]
+        clips = []
+        for call in calls:
+            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS and source.span(call.node)[
+                0
+            ] < step_at:
+                statement = self._statement_of(call.node)
+                if statement is None:
+                    return None
+                clips.append(statement)
+        outer = loop
+        while outer.parent is not None and outer.parent.function is loop.function:
+            outer = outer.parent
+        receiver = backwards[0].node.func.value  # type: ignore[union-attr]
+        optimizer = step.node.func.value  # type: ignore[union-attr]
+        return ScalerPlan(receiver, step_statement, optimizer, tuple(clips), outer.node, loop.scope)
+
+    def _statement_of(self, call: cst.Call) -> cst.Expr | None:
+        """The expression statement that is `call` alone on its line (the models analysis knows them)."""
+        from torchlint.facts.torch.models import ModelAnalysis
+
+        statement = self.source.analysis(ModelAnalysis).statement_of(call)
+        return statement if isinstance(statement, cst.Expr) else None
 
     def scalers_with_bfloat16(self) -> list[Scaler]:
         """Scalers always enabled in a module whose every autocast asks for bfloat16 explicitly (TL307)."""
@@ -627,4 +688,4 @@ def _simple_statements(node: cst.CSTNode):
             yield from _simple_statements(child)
 
 
-__all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "Switch"]
+__all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "ScalerPlan", "Switch"]
