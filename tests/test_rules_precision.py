@@ -671,3 +671,51 @@ def test_two_optimizer_steps_get_the_tl302_finding_without_a_fix():
     """
     found = lint(source, select=("TL302",))
     assert [(d.location.line, d.fix) for d in found] == [(4, None), (8, None)]
+
+
+def test_a_scaler_handed_in_as_a_parameter_is_known_by_its_use():
+    # engine.py style: `train_one_epoch(model, loader, optimizer, scaler)`; the scaler is made in main.py
+    source = """\
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, scaler):
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert findings(source) == [("TL306", 8)]
+    [scaler] = facts_of(source).grad_scalers
+    assert (scaler.name, scaler.how, sorted(scaler.uses)) == (
+        "scaler",
+        "(used as one)",
+        ["scale", "step", "update"],
+    )
+
+
+def test_an_autocast_helper_in_another_module_decides_precision(tmp_path):
+    # a project helper returning the context, under a name that says nothing about precision
+    files = {
+        "helpers.py": """\
+            import torch
+
+            def context():
+                return torch.autocast("cuda", dtype=torch.bfloat16)
+            """,
+        "train.py": """\
+            import torch
+            from helpers import context
+
+            model = Net().cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                with context():
+                    loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+    }
+    assert check_project(tmp_path, files, "train.py") == []

@@ -411,6 +411,24 @@ class PrecisionAnalysis:
             wrapper = self._wrapper_class(call)
             if wrapper:
                 found.append(self._scaler(call.node, call.scope, wrapper))
+        return found + self._scalers_by_use({s.name for s in found})
+
+    def _scalers_by_use(self, known: set[str]) -> list[Scaler]:
+        """A scaler handed in (a parameter, `self.scaler` set elsewhere): a name with both `.scale(...)`
+        and `.step(...)` called on it (`scaler.scale(loss).backward()` ... `scaler.step(optimizer)`)."""
+        source = self.source
+        methods: dict[str, dict[str, list[CallRecord]]] = {}
+        for record in source.calls:
+            func = record.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("scale", "unscale_", "step", "update"):
+                name = source.code(func.value)
+                if isinstance(func.value, (cst.Name, cst.Attribute)) and name not in known:
+                    methods.setdefault(name, {}).setdefault(func.attr.value, []).append(record)
+        found = []
+        for name, uses in methods.items():
+            if "scale" in uses and "step" in uses:
+                first = uses["scale"][0].node
+                found.append(Scaler(first, name, "(used as one)", "unknown", uses))
         return found
 
     def _wrapper_class(self, call: CallRecord) -> str:
