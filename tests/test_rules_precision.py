@@ -719,3 +719,16 @@ def test_an_autocast_helper_in_another_module_decides_precision(tmp_path):
             """,
     }
     assert check_project(tmp_path, files, "train.py") == []
+
+
+def test_grad_scaler_imported_by_name_with_bfloat16_is_tl307():
+    source = """\
+    import torch
+    from torch.amp import GradScaler
+
+    scaler = GradScaler()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    scaler.scale(loss).backward()
+    """
+    assert findings(source) == [("TL307", 4)]

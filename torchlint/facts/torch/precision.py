@@ -117,6 +117,7 @@ class Scaler:
     how: str  # "`torch.amp.GradScaler`", "`NativeScaler` (wraps a GradScaler)"
     enabled: str  # "yes", "no", or the expression that decides
     uses: dict[str, list[CallRecord]] = field(default_factory=dict)  # scale/unscale_/step/update/__call__
+    is_grad_scaler: bool = False  # made by torch's GradScaler itself (not a wrapper class, not inferred)
 
 
 @dataclass(frozen=True)
@@ -351,7 +352,7 @@ class PrecisionAnalysis:
         sites = [s for s in self.autocast_sites if s.enabled != "no"]
         if not sites or any(s.dtype != "bfloat16" or not s.dtype_explicit for s in sites):
             return []
-        return [s for s in self.scalers if s.enabled == "yes" and s.how.startswith("`torch.")]
+        return [s for s in self.scalers if s.enabled == "yes" and s.is_grad_scaler]
 
     def _assigned_name(self, value: cst.BaseExpression) -> str:
         target = self._targets.get(id(value))
@@ -404,7 +405,9 @@ class PrecisionAnalysis:
         found: list[Scaler] = []
         for ref in source.references_to(SCALERS):
             if ref.call is not None:
-                found.append(self._scaler(ref.call, ref.scope, f"`{source.code(ref.call.func)}`"))
+                scaler = self._scaler(ref.call, ref.scope, f"`{source.code(ref.call.func)}`")
+                scaler.is_grad_scaler = True
+                found.append(scaler)
         for call in source.calls:
             if any(s.node is call.node for s in found):
                 continue
