@@ -33,6 +33,8 @@ SCRIPTS = [  # (script, whether it uses the deprecated AMP API) — every runnab
     ("hf_style/train.py", False),
     ("mnist_style/main.py", False),
     ("invalid_options.py", False),
+    ("amp_fp16/train.py", False),
+    ("amp_fp16/scaled.py", False),
 ]
 
 

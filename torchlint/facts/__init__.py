@@ -35,6 +35,15 @@ if TYPE_CHECKING:
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.models import CompileQuestions, CompileSite, Model, ModelAnalysis
     from torchlint.facts.torch.moves import Move
+    from torchlint.facts.torch.precision import (
+        AutocastSite,
+        BackwardInAutocast,
+        PrecisionAnalysis,
+        Scaler,
+        ScalerPlan,
+        Switch,
+    )
+    from torchlint.facts.torch.steps import TrainingStep
     from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
 
 # Loaded on first use (PEP 562): importing the rules (every run does, also one answered from the cache)
@@ -49,6 +58,12 @@ _LAZY = {
     "Model": "torchlint.facts.torch.models",
     "LoaderUse": "torchlint.facts.torch.training",
     "Move": "torchlint.facts.torch.moves",
+    "AutocastSite": "torchlint.facts.torch.precision",
+    "BackwardInAutocast": "torchlint.facts.torch.precision",
+    "Scaler": "torchlint.facts.torch.precision",
+    "ScalerPlan": "torchlint.facts.torch.precision",
+    "Switch": "torchlint.facts.torch.precision",
+    "TrainingStep": "torchlint.facts.torch.steps",
     "Unpicklable": "torchlint.facts.torch.datasets",
 }
 
@@ -64,6 +79,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "Argument",
+    "AutocastSite",
+    "BackwardInAutocast",
     "Binding",
     "BindingKind",
     "CallArguments",
@@ -77,10 +94,14 @@ __all__ = [
     "ModuleFacts",
     "Move",
     "Reference",
+    "Scaler",
+    "ScalerPlan",
     "Scope",
     "ScopeKind",
     "Signature",
     "SourceModule",
+    "Switch",
+    "TrainingStep",
     "Unpicklable",
 ]
 
@@ -156,6 +177,20 @@ class ModuleFacts:
         from torchlint.facts.torch.devices import DeviceAnalysis
 
         return self.source.analysis(DeviceAnalysis).evidence
+
+    @property
+    def is_test_module(self) -> bool:
+        """A test file (`test_*.py`, `*_test.py`, `conftest.py`, or in a `tests`/`test` folder)."""
+        from pathlib import PurePath
+
+        path = PurePath(self.path)
+        name = path.name
+        return (
+            name.startswith("test_")
+            or name.endswith("_test.py")
+            or name == "conftest.py"
+            or any(part in ("tests", "test") for part in path.parts[:-1])
+        )
 
     @cached_property
     def runs_on_xla(self) -> bool:
@@ -306,3 +341,80 @@ class ModuleFacts:
                 continue
             found.append(self.source.code(arg.with_changes(comma=None)).strip())
         return found
+
+    # -- mixed precision ------------------------------------------------------------------------------------
+
+    @property
+    def _precision(self) -> PrecisionAnalysis:
+        from torchlint.facts.torch.precision import PrecisionAnalysis
+
+        return self.source.analysis(PrecisionAnalysis)
+
+    @property
+    def autocast_sites(self) -> list[AutocastSite]:
+        """Every reference to an autocast entry point, with its device, dtype, `enabled=` and use."""
+        return self._precision.autocast_sites
+
+    @property
+    def grad_scalers(self) -> list[Scaler]:
+        """GradScalers (also project classes wrapping one) and the calls made on each."""
+        return self._precision.scalers
+
+    @property
+    def precision_switches(self) -> list[Switch]:
+        """Precision supplied another way: framework arguments, half-precision casts, FSDP/apex/DeepSpeed."""
+        return self._precision.switches
+
+    @property
+    def precision_evidence(self) -> list[tuple[Node, str]]:
+        """Everything that says this module decided about precision (sites, scalers, switches, flags)."""
+        return self._precision.evidence
+
+    def precision_decided(self, loop: LoopRecord) -> bool:
+        """This module, one the loop calls into, or one that calls into it decides about precision."""
+        return self._precision.decided_for(loop)
+
+    @property
+    def unsafe_under_autocast(self) -> str:
+        """Why wrapping this module's forward in CUDA autocast would raise (BCELoss, an autograd.Function
+        without `custom_fwd`), with the safe replacement; "" when nothing known would."""
+        return self._precision.unsafe_under_autocast
+
+    def training_step(self, loop: LoopRecord) -> TrainingStep | None:
+        """The forward call of a training loop and the forward-and-loss statements a fix may wrap."""
+        from torchlint.facts.torch.steps import training_step
+
+        return training_step(self.source, loop, {model.text for model in self.trained_models})
+
+    def framework_precision_gaps(self) -> list[tuple[Node, Node, str, str, str]]:
+        """Framework objects that own a training loop and run it in full precision on the GPU: (call,
+        callee, framework, the switch, its mixed-precision value) — a Lightning `Trainer`, an accelerate
+        `Accelerator`, a Hugging Face `TrainingArguments` whose arguments surely lack it."""
+        return self._precision.framework_gaps
+
+    def backward_in_autocast(self) -> list[BackwardInAutocast]:
+        """`.backward()` calls written inside an enabled autocast `with` block, with the block's site and,
+        when moving it out is a pure dedent, where."""
+        return self._precision.backward_in_autocast()
+
+    def clips_without_unscale(self) -> list[tuple[Node, str, str]]:
+        """Gradient clipping before `scaler.step(opt)` in a loop that never unscales first: (the clip call,
+        the scaler as written, the optimizer as written)."""
+        return self._precision.clips_without_unscale()
+
+    def fp16_autocast_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
+        """float16 autocast (explicit, the CUDA default, or float16 on some hardware) around training, in a
+        module with no GradScaler, scaler class or other loss scaling, with the training loop."""
+        return self._precision.fp16_without_scaler()
+
+    def scaler_plan(self, loop: LoopRecord) -> ScalerPlan | None:
+        """The statements a GradScaler rewrite of `loop` touches, when its shape is simple enough."""
+        return self._precision.scaler_plan(loop)
+
+    def name_is_free(self, name: str, scope: Scope) -> bool:
+        """No binding of `name` is visible in `scope` (a fix may introduce it)."""
+        return self.source.name_is_free(name, scope)
+
+    def scalers_with_bfloat16(self) -> list[Scaler]:
+        """Always-enabled GradScalers in a module whose every autocast asks for bfloat16."""
+        return self._precision.scalers_with_bfloat16()

@@ -47,6 +47,38 @@ def describe(facts: ModuleFacts) -> str:
             out.append("    feeds no training loop")
     if not facts.loaders:
         out.append("  (none)")
+    out.append("precision:")
+    for site in facts.autocast_sites:
+        dtype = site.dtype + ("" if site.dtype_explicit else " (the device's default)")
+        out.append(
+            f"  line {line(site.node)}: autocast ({site.how}), device {site.device}, dtype {dtype}, "
+            f"enabled {site.enabled}"
+        )
+    for scaler in facts.grad_scalers:
+        held = f" as `{scaler.name}`" if scaler.name else ""
+        uses = ", ".join(f"{method} x{len(calls)}" for method, calls in sorted(scaler.uses.items()))
+        out.append(
+            f"  line {line(scaler.node)}: scaler {scaler.how}{held}, enabled {scaler.enabled}; "
+            f"used: {uses or 'never'}"
+        )
+    for switch in facts.precision_switches:
+        out.append(f"  line {line(switch.node)}: {switch.what}")
+    flags = [(node, what) for node, what in facts.precision_evidence if what.startswith("precision flag")]
+    if flags:
+        shown = ", ".join(f"{what[len('precision flag ') :]} (line {line(node)})" for node, what in flags[:5])
+        more = f" and {len(flags) - 5} more" if len(flags) > 5 else ""
+        out.append(f"  flags: {shown}{more}")
+    if not facts.precision_evidence:
+        out.append("  (none)")
+    for loop in facts.training_loops:
+        step = facts.training_step(loop)
+        if step is None:
+            continue
+        region = f"lines {line(step.region[0])}-{line(step.region[-1])}" if step.region else step.why_not
+        out.append(
+            f"  loop at line {line(loop.node)}: forward `{facts.code(step.callee)}` at line "
+            f"{line(step.forward)}; forward and loss: {region}"
+        )
     out.append("trained models:")
     for model in facts.trained_models:
         out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")

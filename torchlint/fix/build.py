@@ -136,6 +136,60 @@ def replace_statement(source: SourceModule, statement: cst.CSTNode, code: str) -
     return replace_node(source, statement, parsed.body[0])
 
 
+def wrap_in_with(
+    source: SourceModule, block: cst.BaseSuite, statements: Sequence[cst.CSTNode], header: str
+) -> Edit | None:
+    """The consecutive `statements` of `block` become the body of a new `with header:` statement in their
+    place (comments above the first stay above the `with`). None unless they are consecutive statements of
+    an indented block; EditError when the result cannot be mapped onto the text."""
+    if not isinstance(block, cst.IndentedBlock) or not statements:
+        return None
+    body = list(block.body)
+    ids = [id(statement) for statement in body]
+    if id(statements[0]) not in ids:
+        return None
+    start = ids.index(id(statements[0]))
+    end = start + len(statements)
+    if [id(s) for s in body[start:end]] != [id(s) for s in statements]:
+        return None
+    first = body[start]
+    inner = [first.with_changes(leading_lines=()), *body[start + 1 : end]]
+    wrapped = cst.With(
+        items=[cst.WithItem(cst.parse_expression(header))],
+        body=cst.IndentedBlock(body=inner),
+        leading_lines=getattr(first, "leading_lines", ()),
+    )
+    return replace_node(source, block, block.with_changes(body=[*body[:start], wrapped, *body[end:]]))
+
+
+def move_out_of_with(source: SourceModule, block: cst.BaseSuite, region: cst.With, start: int) -> Edit | None:
+    """The statements of `region`'s body from index `start` on leave the `with` block, dedented to stand
+    right after it in `block` (the block that holds the `with`). None unless that is what the tree holds."""
+    inner = region.body
+    if not isinstance(block, cst.IndentedBlock) or not isinstance(inner, cst.IndentedBlock) or start < 1:
+        return None
+    body = list(block.body)
+    at = next((i for i, statement in enumerate(body) if statement is region), None)
+    if at is None or start >= len(inner.body):
+        return None
+    kept = region.with_changes(body=inner.with_changes(body=inner.body[:start]))
+    return replace_node(
+        source, block, block.with_changes(body=[*body[:at], kept, *inner.body[start:], *body[at + 1 :]])
+    )
+
+
+def statement_before(source: SourceModule, statement: cst.CSTNode, code: str) -> Edit | None:
+    """A new statement `code` on the line before `statement`, indented like it; None unless `statement`
+    starts its line (after `if x: clip()` a new line would land outside the block)."""
+    text = source.text
+    start, _ = source.span(statement)
+    line_start, _ = source.line_span(statement)
+    indent = text[line_start:start]
+    if indent.strip():
+        return None
+    return Edit(line_start, line_start, f"{indent}{code}{source.newline}")
+
+
 # -- imports ------------------------------------------------------------------------------------------------
 
 

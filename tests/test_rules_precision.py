@@ -1,0 +1,734 @@
+"""TL301 (and the precision facts behind it) in the styles real training code is written in, beyond the
+single cases of rules/TL301.md.
+
+Every case below is a shape met in public projects (pytorch/examples, nanoGPT, minGPT, timm, deit, yolov5,
+accelerate's examples), written anew: each false positive and each miss found there is one test.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from support import facts_of, fix, lint, settings
+
+from torchlint.linter import Linter
+
+PRECISION = ("TL3",)
+
+
+def findings(source: str, path: str = "train.py", **changes) -> list[tuple[str, int]]:
+    return [(d.code, d.location.line) for d in lint(source, select=PRECISION, path=path, **changes)]
+
+
+def fixed(source: str) -> str:
+    return fix(source, select=("TL301",))
+
+
+def check_project(tmp_path, files: dict[str, str], checked: str) -> list[tuple[str, int]]:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for name, text in files.items():
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    path = tmp_path / checked
+    found = Linter().check_text(str(path), path.read_text(), settings(select=PRECISION))
+    return [(d.code, d.location.line) for d in found]
+
+
+# -- where TL301 fires, and its exact fix --------------------------------------------------------------------
+
+
+def test_metrics_between_the_loss_and_backward_stay_outside_the_autocast_block():
+    # imagenet style: accuracy and meters are computed after the loss, before the backward pass
+    source = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for images, target in loader:
+        images, target = images.cuda(), target.cuda()
+        output = model(images)
+        loss = criterion(output, target)
+        acc1 = accuracy(output, target)
+        losses.update(loss.item(), images.size(0))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL301",))
+    assert (d.location.line, d.location.column) == (7, 14)
+    assert d.message == (
+        "`model(...)` runs the forward pass of a training loop on the GPU in float32: `torch.autocast` runs "
+        "matrix math in half precision on tensor cores and roughly halves activation memory"
+    )
+    assert fixed(source) == textwrap.dedent("""\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for images, target in loader:
+        images, target = images.cuda(), target.cuda()
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            output = model(images)
+            loss = criterion(output, target)
+        acc1 = accuracy(output, target)
+        losses.update(loss.item(), images.size(0))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """)
+
+
+def test_a_loss_returned_by_the_model_wraps_only_the_forward_statement():
+    # minGPT style: `logits, self.loss = model(x, y)`, then `model.zero_grad()` before backward
+    source = """\
+    import torch
+
+    class Trainer:
+        def run(self, model, optimizer, loader):
+            model = model.to("cuda")
+            for x, y in loader:
+                logits, self.loss = model(x, y)
+                model.zero_grad(set_to_none=True)
+                self.loss.backward()
+                optimizer.step()
+    """
+    assert fixed(source) == textwrap.dedent("""\
+    import torch
+
+    class Trainer:
+        def run(self, model, optimizer, loader):
+            model = model.to("cuda")
+            for x, y in loader:
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                    logits, self.loss = model(x, y)
+                model.zero_grad(set_to_none=True)
+                self.loss.backward()
+                optimizer.step()
+    """)
+
+
+def test_the_step_function_called_once_per_epoch_is_where_the_forward_is():
+    # gcn / gat style: `train_iter(epoch, model, optimizer, ...)` in an epoch loop
+    source = """\
+    import torch
+
+    def train_iter(epoch, model, optimizer, criterion, inputs, target):
+        optimizer.zero_grad()
+        output = model(*inputs)
+        loss = criterion(output, target)
+        loss.backward()
+        optimizer.step()
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gcn = GCN().to(device)
+    optimizer = torch.optim.Adam(gcn.parameters())
+    for epoch in range(10):
+        train_iter(epoch, gcn, optimizer, criterion, (features, adj), labels)
+    """
+    assert findings(source) == [("TL301", 5)]
+
+
+def test_an_evaluation_helper_that_calls_the_model_is_not_the_forward():
+    # nanoGPT style: `estimate_loss()` runs the model under no_grad inside the training loop
+    source = """\
+    import torch
+
+    def estimate_loss():
+        with torch.no_grad():
+            return model(X, Y)
+
+    model = GPT().to("cuda")
+    optimizer = torch.optim.AdamW(model.parameters())
+    while True:
+        losses = estimate_loss()
+        logits, loss = model(X, Y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source) == [("TL301", 11)]
+
+
+def test_a_loss_that_is_not_a_name_gets_the_finding_without_a_fix():
+    source = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step, batch in enumerate(loader):
+        loss, _ = model(**batch)
+        (loss / accumulation).backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL301",))
+    assert d.fix is None
+    assert d.message.endswith("(no automatic fix: the loss is not computed next to the forward call)")
+
+
+def test_bce_loss_gets_no_fix_and_the_message_names_the_logits_form():
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+    model = VAE().cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    for x in loader:
+        recon = model(x.cuda())
+        loss = F.binary_cross_entropy(recon, x.cuda())
+        loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL301",))
+    assert d.fix is None
+    assert d.message.endswith(
+        "(no automatic fix: `binary_cross_entropy` raises under CUDA autocast; use "
+        "`F.binary_cross_entropy_with_logits` on the logits instead, then autocast)"
+    )
+
+
+def test_a_custom_autograd_function_without_custom_fwd_gets_no_fix():
+    source = """\
+    import torch
+
+    class Clamp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clamp(0, 1)
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        out = model(x)
+        loss = criterion(Clamp.apply(out), y)
+        loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL301",))
+    assert d.fix is None
+    assert "`Clamp` has no `@torch.amp.custom_fwd`" in d.message
+
+
+def test_the_torch_alias_of_the_file_is_used():
+    source = """\
+    import torch as T
+
+    model = Net().cuda()
+    opt = T.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+    """
+    assert 'with T.autocast(device_type="cuda", dtype=T.bfloat16):\n        loss = crit' in fixed(source)
+
+
+# -- where TL301 stays silent ------------------------------------------------------------------------------
+
+
+def test_a_test_file_that_trains_to_check_an_optimizer_is_not_flagged():
+    # timm tests/test_optim.py: a convergence check, whose numerics autocast would change
+    source = """\
+    import torch
+
+    model = torch.nn.Linear(2, 1).to("cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(20):
+        optimizer.zero_grad()
+        output = model(inputs)
+        loss = output.sum()
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source, path="tests/test_optim.py") == []
+    assert findings(source, path="train.py") == [("TL301", 7)]
+
+
+def test_accelerate_with_deepspeed_is_not_flagged():
+    # accelerate's DeepSpeed / Megatron examples: the DeepSpeed config decides fp16/bf16
+    source = """\
+    from accelerate import Accelerator
+    from accelerate.utils import DummyOptim
+
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    optimizer_cls = DummyOptim if accelerator.state.deepspeed_plugin is not None else AdamW
+    model, optimizer, loader = accelerator.prepare(model, optimizer_cls(model.parameters()), loader)
+    for batch in loader:
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+    """
+    assert findings(source) == []
+
+
+def test_nanogpt_context_variable_is_precision_decided():
+    source = """\
+    from contextlib import nullcontext
+    import torch
+
+    device_type = "cuda" if "cuda" in device else "cpu"
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+    model = GPT().to("cuda")
+    optimizer = torch.optim.AdamW(model.parameters())
+    while True:
+        with ctx:
+            logits, loss = model(X, Y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source) == []
+    [site] = facts_of(source).autocast_sites
+    assert (site.how, site.device, site.dtype) == ("variable `ctx`", "unknown", "unknown")
+
+
+def test_yolov5_amp_flag_with_positional_enabled_is_precision_decided():
+    source = """\
+    import torch
+    from torch.cuda import amp
+
+    model = Model().to("cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    amp_ok = check_amp(model)
+    scaler = torch.cuda.amp.GradScaler(enabled=amp_ok)
+    for imgs, targets in loader:
+        with amp.autocast(amp_ok):
+            pred = model(imgs)
+            loss = compute_loss(pred, targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert [code for code, _ in findings(source)] == ["TL304", "TL303"]
+    facts = facts_of(source)
+    [site] = facts.autocast_sites
+    assert (site.how, site.device, site.dtype, site.enabled) == ("`with`", "cuda", "float16", "amp_ok")
+    [scaler] = facts.grad_scalers
+    assert (scaler.name, scaler.enabled) == ("scaler", "amp_ok")
+    assert sorted(scaler.uses) == ["scale", "step", "update"]
+
+
+def test_timm_partial_handed_down_as_a_parameter_is_precision_decided():
+    source = """\
+    from functools import partial
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, amp_autocast, loss_scaler):
+        for x, y in loader:
+            with amp_autocast():
+                loss = criterion(model(x.cuda()), y.cuda())
+            loss_scaler(loss, optimizer)
+
+    amp_dtype = torch.bfloat16 if args.amp_dtype == "bfloat16" else torch.float16
+    amp_autocast = partial(torch.autocast, device_type="cuda", dtype=amp_dtype)
+    loss_scaler = NativeScaler()
+    model = create_model().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_one_epoch(model, loader, optimizer, amp_autocast, loss_scaler)
+    """
+    assert findings(source) == []
+    facts = facts_of(source)
+    [site] = facts.autocast_sites
+    assert (site.how, site.device, site.dtype) == ("`functools.partial`", "cuda", "float16 or bfloat16")
+    [scaler] = facts.grad_scalers
+    assert scaler.how == "`NativeScaler` (a scaler class)"
+
+
+def test_a_model_cast_to_bfloat16_is_precision_decided():
+    source = """\
+    import torch
+
+    model = Net().cuda().to(torch.bfloat16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source) == []
+    assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(torch.bfloat16)`"]
+
+
+def test_lightning_trainer_with_kwargs_or_on_the_cpu_is_not_flagged():
+    source = """\
+    import lightning as L
+
+    trainer = L.Trainer(**trainer_config)
+    trainer.fit(model, loader)
+    cpu_trainer = L.Trainer(accelerator="cpu")
+    cpu_trainer.fit(model, loader)
+    """
+    assert findings(source) == []
+
+
+def test_a_fsdp_mixed_precision_policy_in_the_script_that_calls_a_package_training_function(tmp_path):
+    # pytorch/examples FSDP: utils/train_utils.py trains; T5_training.py (importing it through
+    # utils/__init__.py) wraps the model in FSDP with a mixed-precision policy
+    files = {
+        "utils/__init__.py": "from .train_utils import train\n",
+        "utils/train_utils.py": """\
+            import torch
+
+            def train(model, loader, optimizer, rank):
+                for batch in loader:
+                    batch = batch.to(rank)
+                    optimizer.zero_grad()
+                    output = model(batch)
+                    loss = output["loss"]
+                    loss.backward()
+                    optimizer.step()
+
+            torch.device("cuda")
+            """,
+        "main.py": """\
+            import torch
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision
+            from utils import train
+
+            policy = MixedPrecision(param_dtype=torch.bfloat16)
+            model = FSDP(Net(), mixed_precision=policy)
+            train(model, loader, torch.optim.AdamW(model.parameters()), 0)
+            """,
+    }
+    assert check_project(tmp_path, files, "utils/train_utils.py") == []
+
+
+def test_cpu_training_and_unknown_devices_are_not_flagged_unless_the_setting_says_cuda():
+    source = """\
+    import torch
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert findings(source) == []
+    assert findings(source, device="cuda") == [("TL301", 6)]
+    assert findings(source.replace("Net()", 'Net().to("cuda")'), device="cpu") == []
+
+
+def test_the_prefilter_is_sound_for_the_framework_findings():
+    from torchlint.rules.mixed_precision import TrainingWithoutAutocast
+
+    source = 'from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="o")\n'
+    assert findings(source) == [("TL301", 2)]
+    assert TrainingWithoutAutocast.could_fire(source)
+
+
+# -- the facts: debug output --------------------------------------------------------------------------------
+
+
+def test_debug_facts_shows_precision_sites_scalers_and_the_wrapped_region(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent("""\
+        import torch
+
+        scaler = torch.amp.GradScaler("cuda")
+        model = Net().cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(x)
+                loss = criterion(out, y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """)
+    )
+    monkeypatch.chdir(tmp_path)
+    output = CliRunner().invoke(main, ["debug", "facts", "train.py"]).output
+    lines = output.splitlines()
+    start = lines.index("precision:")
+    assert lines[start + 1 : start + 3] == [
+        "  line 7: autocast (`with`), device cuda, dtype bfloat16, enabled yes",
+        "  line 3: scaler `torch.amp.GradScaler` as `scaler`, enabled yes; used: scale x1, step x1, update x1",
+    ]
+    assert (
+        "  loop at line 6: forward `model` at line 8; forward and loss: the backward pass is not a later "
+        "statement of the same block"
+    ) in lines
+
+
+# -- TL302, TL305, TL306, TL307 ------------------------------------------------------------------------------
+
+SCALED_LOOP = """\
+import torch
+
+model = Net().cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+scaler = torch.amp.GradScaler("cuda")
+for step, (x, y) in enumerate(loader):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = criterion(model(x.cuda()), y.cuda()) / accumulation
+    scaler.scale(loss).backward()
+    if (step + 1) % accumulation == 0:
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+"""
+
+
+def test_clip_under_accumulation_and_a_flag_gets_unscale_inside_the_same_block():
+    [d] = lint(SCALED_LOOP, select=("TL306",))
+    assert (d.location.line, d.location.column) == (12, 13)
+    assert d.message == (
+        "gradients are clipped while still scaled by `scaler`: call `scaler.unscale_(optimizer)` before "
+        "clipping, or the threshold applies to gradients multiplied by the loss scale"
+    )
+    assert fix(SCALED_LOOP, select=("TL306",)) == SCALED_LOOP.replace(
+        "        if clip:\n", "        if clip:\n            scaler.unscale_(optimizer)\n"
+    )
+    assert findings(SCALED_LOOP) == [("TL306", 12)]
+
+
+def test_clip_after_unscale_is_not_flagged_nanogpt_order():
+    source = SCALED_LOOP.replace(
+        "        if clip:\n", "        if clip:\n            scaler.unscale_(optimizer)\n"
+    )
+    assert findings(source) == []
+
+
+def test_clip_inside_a_scaler_class_is_not_judged_here():
+    # timm/deit: `loss_scaler(loss, optimizer, clip_grad=...)` unscales inside NativeScaler
+    source = """\
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, loss_scaler, clip_grad):
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            loss_scaler(loss, optimizer, clip_grad=clip_grad, parameters=model.parameters())
+    """
+    assert findings(source) == []
+
+
+def test_fp16_autocast_without_any_scaler_in_training_is_flagged():
+    source = """\
+    import torch
+
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        with torch.autocast(device_type="cuda", dtype=dtype):
+            loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL302",))
+    assert d.location.line == 7
+    assert d.message.startswith("this autocast runs training in float16 on GPUs without bfloat16 with no")
+
+
+def test_fp16_autocast_for_inference_only_is_not_tl302():
+    source = """\
+    import torch
+
+    model = Net().cuda().eval()
+    with torch.no_grad():
+        for x in loader:
+            with torch.autocast("cuda"):
+                predictions = model(x)
+    """
+    assert findings(source) == []
+
+
+def test_backward_inside_autocast_through_a_context_variable():
+    source = """\
+    from contextlib import nullcontext
+    import torch
+
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast("cuda", dtype=torch.bfloat16)
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        with ctx:
+            loss = criterion(model(x), y)
+            loss.backward()
+        optimizer.step()
+    """
+    [d] = lint(source, select=("TL305",))
+    assert (d.location.line, d.message) == (
+        10,
+        "`loss.backward()` runs inside an autocast block (variable `ctx`): backward passes under autocast "
+        "are not recommended (PyTorch AMP docs); end the block after the loss",
+    )
+
+
+def test_scaler_enabled_only_for_float16_is_not_tl307():
+    source = """\
+    import torch
+
+    scaler = torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert findings(source) == []
+    assert findings(source.replace(', enabled=(dtype == "float16")', "")) == [("TL307", 3)]
+
+
+def test_model_moved_with_a_dtype_variable_is_a_cast():
+    source = """\
+    import torch
+
+    ptdtype = torch.bfloat16
+    model = Net().to("cuda", dtype=ptdtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+    assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(ptdtype)`"]
+
+
+def test_backward_and_the_statements_after_it_leave_the_autocast_block():
+    source = """\
+    import torch
+
+    def step(model, x, y, optimizer):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+            loss = criterion(out, y)
+            # backprop
+            loss.backward()
+            optimizer.step()
+        return loss
+    """
+    assert fix(source, select=("TL305",)) == textwrap.dedent("""\
+    import torch
+
+    def step(model, x, y, optimizer):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+            loss = criterion(out, y)
+        # backprop
+        loss.backward()
+        optimizer.step()
+        return loss
+    """)
+
+
+def test_grad_scaler_rewrite_in_a_train_function_keeps_accumulation_clipping_and_zero_grad():
+    source = """\
+    import torch
+
+    def train(model, loader, optimizer, epochs):
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(loader):
+                with torch.autocast(device_type="cuda"):
+                    loss = criterion(model(x.cuda()), y.cuda())
+                (loss / 4).backward()
+                if i % 4 == 3:
+                    torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """
+    assert fix(source, select=("TL302",)) == textwrap.dedent("""\
+    import torch
+
+    def train(model, loader, optimizer, epochs):
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(epochs):
+            for i, (x, y) in enumerate(loader):
+                with torch.autocast(device_type="cuda"):
+                    loss = criterion(model(x.cuda()), y.cuda())
+                scaler.scale((loss / 4)).backward()
+                if i % 4 == 3:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+    """)
+
+
+def test_two_optimizer_steps_get_the_tl302_finding_without_a_fix():
+    # dcgan style: two optimizers stepped in one loop
+    source = """\
+    import torch
+
+    for x in loader:
+        with torch.autocast("cuda"):
+            loss_d = criterion(net_d(x.cuda()), real)
+        loss_d.backward()
+        opt_d.step()
+        with torch.autocast("cuda"):
+            loss_g = criterion(net_d(net_g(noise)), real)
+        loss_g.backward()
+        opt_g.step()
+    """
+    found = lint(source, select=("TL302",))
+    assert [(d.location.line, d.fix) for d in found] == [(4, None), (8, None)]
+
+
+def test_a_scaler_handed_in_as_a_parameter_is_known_by_its_use():
+    # engine.py style: `train_one_epoch(model, loader, optimizer, scaler)`; the scaler is made in main.py
+    source = """\
+    import torch
+
+    def train_one_epoch(model, loader, optimizer, scaler):
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert findings(source) == [("TL306", 8)]
+    [scaler] = facts_of(source).grad_scalers
+    assert (scaler.name, scaler.how, sorted(scaler.uses)) == (
+        "scaler",
+        "(used as one)",
+        ["scale", "step", "update"],
+    )
+
+
+def test_an_autocast_helper_in_another_module_decides_precision(tmp_path):
+    # a project helper returning the context, under a name that says nothing about precision
+    files = {
+        "helpers.py": """\
+            import torch
+
+            def context():
+                return torch.autocast("cuda", dtype=torch.bfloat16)
+            """,
+        "train.py": """\
+            import torch
+            from helpers import context
+
+            model = Net().cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                with context():
+                    loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+    }
+    assert check_project(tmp_path, files, "train.py") == []
+
+
+def test_grad_scaler_imported_by_name_with_bfloat16_is_tl307():
+    source = """\
+    import torch
+    from torch.amp import GradScaler
+
+    scaler = GradScaler()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    scaler.scale(loss).backward()
+    """
+    assert findings(source) == [("TL307", 4)]

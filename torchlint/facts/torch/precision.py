@@ -1,0 +1,712 @@
+"""Mixed precision: autocast contexts, precision supplied another way, and GradScalers with their uses.
+
+Why a model of its own: the precision rules (TL3xx) must never claim AMP is missing when something provides
+it, and real code hides it well — `with ctx:` where `ctx = nullcontext() if cpu else torch.amp.autocast(...)`
+(nanoGPT), `amp_autocast = partial(torch.autocast, ...)` handed down as a parameter (timm), a framework
+switch (`Trainer(precision="bf16-mixed")`, `Accelerator(mixed_precision=...)`, `TrainingArguments(bf16=)`),
+a model cast to half precision, a scaler wrapped in a project class (timm's `NativeScaler`), or a flag such
+as `args.amp` that turns any of these on. So this module answers two kinds of question:
+
+- *records* for the rules that judge how AMP is used: `AutocastSite` (every reference to an autocast entry
+  point, with its device, dtype, `enabled=` and how it is used), `Scaler` (a GradScaler or a wrapper class,
+  with the calls made on it: scale, unscale_, step, update), `Switch` (precision supplied another way);
+- `evidence`: anything at all that says the author decided about precision — the records above and the
+  words of a precision flag (`amp`, `autocast`, `fp16`, `bf16`, `mixed_precision`, `scaler`, ...) in names,
+  attributes and parameters. TL301 stays silent on any of it: a false claim that AMP is missing costs more
+  than a miss.
+
+Device defaults follow the AMP docs: `torch.autocast("cuda")` runs float16, `torch.autocast("cpu")` bfloat16.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.values import literal_of
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, LoopRecord
+    from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.syntax.names import Reference, Scope
+
+AUTOCAST = frozenset(
+    f"torch.{path}"
+    for path in (
+        "autocast",
+        "amp.autocast",
+        "amp.autocast_mode.autocast",
+        "autocast_mode.autocast",
+        "cuda.amp.autocast",
+        "cuda.amp.autocast_mode.autocast",
+        "cpu.amp.autocast",
+        "cpu.amp.autocast_mode.autocast",
+    )
+)
+SCALERS = frozenset(
+    {
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    }
+)
+# Precision decided elsewhere: FSDP's mixed-precision policies, apex, DeepSpeed (its config sets fp16/bf16).
+_OTHER_MECHANISMS = {
+    "torch.distributed.fsdp.MixedPrecision": "FSDP `MixedPrecision`",
+    "torch.distributed.fsdp.MixedPrecisionPolicy": "FSDP2 `MixedPrecisionPolicy`",
+    "torch.distributed._composable.fsdp.MixedPrecisionPolicy": "FSDP2 `MixedPrecisionPolicy`",
+    "apex.amp.initialize": "apex `amp.initialize`",
+    "apex.amp": "apex amp",
+    "deepspeed.initialize": "DeepSpeed (its config decides fp16/bf16)",
+}
+_CLIPS = {
+    "torch.nn.utils.clip_grad_norm_",
+    "torch.nn.utils.clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_value_",
+}
+_NEW_SIGNATURE = Signature(("device_type", "dtype", "enabled", "cache_enabled"))
+_OLD_SIGNATURE = Signature(("enabled", "dtype", "cache_enabled"))
+_HALF_CASTS = {"half": "float16", "bfloat16": "bfloat16"}
+_DTYPES = {
+    "torch.float16": "float16",
+    "torch.half": "float16",
+    "torch.bfloat16": "bfloat16",
+    "torch.float32": "float32",
+    "torch.float": "float32",
+}
+# The words of a precision switch, as parts of identifiers (`args.amp`, `use_amp`, `amp_autocast`,
+# `loss_scaler`, `mixed_precision`, `--fp16`): any of them means the author decided about precision.
+_FLAG_WORD = re.compile(
+    r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|half|mixed|precision|scaler|apex)(_|$)|deepspeed|megatron",
+    re.IGNORECASE,
+)
+FRAMEWORK_SWITCHES = {
+    "lightning": ("precision",),
+    "accelerate": ("mixed_precision",),
+    "transformers": ("bf16", "fp16", "bf16_full_eval", "fp16_full_eval", "half_precision_backend"),
+}
+
+
+@dataclass(frozen=True)
+class AutocastSite:
+    """One reference to an autocast entry point and what it asks for."""
+
+    node: cst.CSTNode  # the reference (`torch.autocast`)
+    call: cst.Call | None  # the call that opens the context, when there is one
+    how: str  # "`with`", "decorator", "variable `ctx`", "`functools.partial`", "call", "reference"
+    device: str  # "cuda", "cpu", or "unknown"
+    dtype: str  # "float16", "bfloat16", "float16 or bfloat16", "unknown"
+    dtype_explicit: bool
+    enabled: str  # "yes", "no", or the expression that decides (`args.amp`)
+
+
+@dataclass(eq=False)
+class Scaler:
+    """A GradScaler (or a project class wrapping one) and the calls the code makes on it."""
+
+    node: cst.Call  # where it is made
+    name: str  # what holds it, as written: "scaler", "self.scaler" ("" when not assigned)
+    how: str  # "`torch.amp.GradScaler`", "`NativeScaler` (wraps a GradScaler)"
+    enabled: str  # "yes", "no", or the expression that decides
+    uses: dict[str, list[CallRecord]] = field(default_factory=dict)  # scale/unscale_/step/update/__call__
+    is_grad_scaler: bool = False  # made by torch's GradScaler itself (not a wrapper class, not inferred)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Precision supplied another way: a framework argument, a cast of the model, another mechanism."""
+
+    node: cst.CSTNode
+    what: str  # for people: "`Trainer(precision=...)`", "model cast with `.half()`"
+    dtype: str = "unknown"
+
+
+@dataclass(frozen=True)
+class ScalerPlan:
+    """What a GradScaler rewrite of one training loop touches (TL302's fix)."""
+
+    loss: cst.BaseExpression  # the receiver of `.backward()`: becomes `scaler.scale(loss)`
+    step: cst.Expr  # `optimizer.step()`: becomes `scaler.step(optimizer)` followed by `scaler.update()`
+    optimizer: cst.BaseExpression
+    clips: tuple[cst.Expr, ...]  # clipping before the step: `scaler.unscale_(optimizer)` goes first
+    outer_loop: cst.CSTNode  # the scaler is made right before it
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class BackwardInAutocast:
+    """A backward call inside an autocast `with` block; `block` and `start` say how to move it out (the
+    `with` statement's enclosing block, and the index in the `with` body of the first statement to move),
+    `block` None when that is not a pure dedent."""
+
+    call: cst.Call
+    site: AutocastSite
+    region: cst.With | None
+    block: cst.BaseSuite | None
+    start: int
+
+
+class PrecisionAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+
+    # -- autocast -----------------------------------------------------------------------------------------
+
+    @cached_property
+    def autocast_sites(self) -> list[AutocastSite]:
+        return [self._site(ref) for ref in self.source.references_to(AUTOCAST)]
+
+    def _site(self, ref: Reference) -> AutocastSite:
+        source = self.source
+        qualname = ref.qualname or ""
+        legacy = qualname.startswith(("torch.cuda.", "torch.cpu."))
+        device = qualname.split(".")[1] if legacy else "unknown"
+        call = ref.call
+        how = "reference"
+        if ref.decorator is not None:
+            how = "decorator"
+        elif call is not None:
+            how = self._use_of(call)
+        elif self._partial_of(ref) is not None:
+            call = self._partial_of(ref)
+            how = "`functools.partial`"
+        dtype, explicit, enabled = "unknown", False, "yes"
+        if call is not None:
+            arguments = read_call(source, call, ref.scope, _OLD_SIGNATURE if legacy else _NEW_SIGNATURE)
+            if how == "`functools.partial`":  # partial(torch.autocast, device_type=...): keywords only
+                arguments = read_call(source, call, ref.scope)
+            if not legacy:
+                given = arguments.get("device_type")
+                if given is not None and given.expression is not None:
+                    device = self._device(given.expression, ref.scope)
+            given = arguments.get("dtype")
+            if given is not None and given.expression is not None:
+                dtype, explicit = self.dtype_of(given.expression, ref.scope), True
+            given = arguments.get("enabled")
+            if given is not None and given.expression is not None:
+                known, value = given.constant()
+                enabled = ("yes" if value else "no") if known else source.code(given.expression)
+        if not explicit:
+            dtype = {"cuda": "float16", "cpu": "bfloat16"}.get(device, "unknown")
+        return AutocastSite(ref.expr, call, how, device, dtype, explicit, enabled)
+
+    def _use_of(self, call: cst.Call) -> str:
+        if id(call) in self._with_items:
+            return "`with`"
+        target = self._assigned_name(call)
+        return f"variable `{target}`" if target else "call"
+
+    def _partial_of(self, ref: Reference) -> cst.Call | None:
+        return self._partials.get(id(ref.expr))
+
+    @cached_property
+    def _partials(self) -> dict[int, cst.Call]:
+        """`functools.partial(torch.autocast, ...)`: the partial call, by the id of its first argument."""
+        found = {}
+        for call in self.source.calls:
+            if self.source.qualname(call.node.func, call.scope) == "functools.partial" and call.node.args:
+                found[id(call.node.args[0].value)] = call.node
+        return found
+
+    @cached_property
+    def _with_items(self) -> dict[int, tuple[cst.WithItem, cst.With]]:
+        return {id(item.item): (item, node) for node in _withs(self.source.module) for item in node.items}
+
+    def regions(self) -> list[tuple[AutocastSite, cst.With]]:
+        """`with` statements that open an enabled autocast context: directly (`with torch.autocast(...)`)
+        or through a variable holding one (`with ctx:`)."""
+        sites = [s for s in self.autocast_sites if s.enabled != "no"]
+        by_call = {id(s.call): s for s in sites if s.call is not None and s.how == "`with`"}
+        by_name = {s.how[len("variable `") : -1]: s for s in sites if s.how.startswith("variable `")}
+        found = []
+        for node in _withs(self.source.module):
+            for item in node.items:
+                site = by_call.get(id(item.item))
+                if site is None and isinstance(item.item, (cst.Name, cst.Attribute)):
+                    site = by_name.get(self.source.code(item.item))
+                if site is not None:
+                    found.append((site, node))
+        return found
+
+    def backward_in_autocast(self) -> list[BackwardInAutocast]:
+        """Backward calls written inside an autocast region (TL305), with how to move them out."""
+        found = []
+        for site, node in self.regions():
+            for call in _calls_in(node.body):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                    found.append(BackwardInAutocast(call, site, *self._dedent(node, call)))
+        return found
+
+    def _dedent(self, node: cst.With, call: cst.Call) -> tuple[cst.With | None, cst.BaseSuite | None, int]:
+        """Moving the backward out is a pure dedent when its statement is one of the `with` block's own
+        statements, not the first (something stays under autocast), and the `with` sits in an indented
+        block: then it and the statements after it leave the block."""
+        inner = node.body
+        if not isinstance(inner, cst.IndentedBlock):
+            return None, None, 0
+        index = next((i for i, s in enumerate(inner.body) if _contains(s, call)), None)
+        if not index or not isinstance(inner.body[index], cst.SimpleStatementLine):
+            return None, None, 0
+        parent = next((b for b in _blocks(self.source.module) if any(s is node for s in b.body)), None)
+        return (node, parent, index) if parent is not None else (None, None, 0)
+
+    def clips_without_unscale(self) -> list[tuple[cst.Call, str, str]]:
+        """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of a loop with
+        no `scaler.unscale_(...)` before it: (the clip call, the scaler, the optimizer) — TL306."""
+        source = self.source
+        found = []
+        for scaler in self.scalers:
+            for step in scaler.uses.get("step", []):
+                if step.loop is None or not step.node.args:
+                    continue
+                calls = [c for c in step.loop.all_calls() if c.function is step.function]
+                step_at = source.span(step.node)[0]
+                unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in calls]
+                for call in calls:
+                    if (source.qualname(call.node.func, call.scope) or "") not in _CLIPS:
+                        continue
+                    at = source.span(call.node)[0]
+                    if at < step_at and not any(u < at for u in unscales):
+                        optimizer = source.code(step.node.args[0].value)
+                        found.append((call.node, scaler.name, optimizer))
+        return found
+
+    def fp16_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
+        """float16 autocast regions (explicit, the CUDA default, or chosen at run time) inside training
+        loops of a module with no loss scaling of any kind (TL302), with the loop."""
+        words = ("scaler", "apex", "DeepSpeed", "deepspeed")
+        if self.scalers or any(word in what for _, what in self.evidence for word in words):
+            return []
+        from torchlint.facts.torch.training import TrainingAnalysis
+
+        loops = self.source.analysis(TrainingAnalysis).training_loops
+        found: list[tuple[AutocastSite, LoopRecord]] = []
+        for site, node in self.regions():
+            if site.dtype not in ("float16", "float16 or bfloat16") or site.device == "cpu":
+                continue
+            loop = next((loop for loop in loops if _contains(loop.node, node)), None)
+            if loop is not None and all(site is not seen for seen, _ in found):
+                found.append((site, loop))
+        return found
+
+    def scaler_plan(self, loop: LoopRecord) -> ScalerPlan | None:
+        """Where a GradScaler goes into `loop`: one backward and one optimizer step written in the loop (as
+        statements of their own), the clips before the step, and the outermost loop of the same function
+        (the scaler is made once, before it). None when the loop's shape is not that simple."""
+        source = self.source
+        calls = [c for c in loop.all_calls() if c.function is loop.function]
+        backwards = [
+            c
+            for c in calls
+            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
+        ]
+        steps = [
+            c
+            for c in calls
+            if isinstance(c.node.func, cst.Attribute)
+            and c.node.func.attr.value == "step"
+            and not c.node.args
+            and "sched" not in source.code(c.node.func.value).lower()
+        ]
+        if len(backwards) != 1 or len(steps) != 1 or backwards[0].node.args:
+            return None
+        step = steps[0]
+        step_statement = self._statement_of(step.node)
+        if step_statement is None:
+            return None
+        step_at = source.span(step.node)[0]
+        clips = []
+        for call in calls:
+            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS and source.span(call.node)[
+                0
+            ] < step_at:
+                statement = self._statement_of(call.node)
+                if statement is None:
+                    return None
+                clips.append(statement)
+        outer = loop
+        while outer.parent is not None and outer.parent.function is loop.function:
+            outer = outer.parent
+        receiver = backwards[0].node.func.value  # type: ignore[union-attr]
+        optimizer = step.node.func.value  # type: ignore[union-attr]
+        return ScalerPlan(receiver, step_statement, optimizer, tuple(clips), outer.node, loop.scope)
+
+    def _statement_of(self, call: cst.Call) -> cst.Expr | None:
+        """The expression statement that is `call` alone on its line (the models analysis knows them)."""
+        from torchlint.facts.torch.models import ModelAnalysis
+
+        statement = self.source.analysis(ModelAnalysis).statement_of(call)
+        return statement if isinstance(statement, cst.Expr) else None
+
+    def scalers_with_bfloat16(self) -> list[Scaler]:
+        """Scalers always enabled in a module whose every autocast asks for bfloat16 explicitly (TL307)."""
+        sites = [s for s in self.autocast_sites if s.enabled != "no"]
+        if not sites or any(s.dtype != "bfloat16" or not s.dtype_explicit for s in sites):
+            return []
+        return [s for s in self.scalers if s.enabled == "yes" and s.is_grad_scaler]
+
+    def _assigned_name(self, value: cst.BaseExpression) -> str:
+        target = self._targets.get(id(value))
+        return self.source.code(target).strip() if target is not None else ""
+
+    @cached_property
+    def _targets(self) -> dict[int, cst.BaseExpression]:
+        """What `target = value` binds, by the id of the value (and of each branch of a conditional value:
+        `ctx = nullcontext() if cpu else torch.autocast(...)`)."""
+        return dict(_assignment_targets(self.source.module))
+
+    def _device(self, expr: cst.BaseExpression, scope: Scope) -> str:
+        from torchlint.facts.torch.devices import DeviceAnalysis
+
+        found = self.source.analysis(DeviceAnalysis).device_of(expr, scope)
+        if found.label == "cuda":
+            return "cuda"
+        if found.label == "cpu":
+            return "cpu"
+        return "unknown"
+
+    def dtype_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str:
+        """float16, bfloat16, "float16 or bfloat16" (decided at run time), float32 or unknown."""
+        if depth > 4:
+            return "unknown"
+        source = self.source
+        ok, literal = literal_of(expr)
+        if ok and isinstance(literal, str):
+            return {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(literal, "unknown")
+        qualname = source.qualname(expr, scope)
+        if qualname in _DTYPES:
+            return _DTYPES[qualname]
+        if isinstance(expr, cst.IfExp):
+            branches = {self.dtype_of(e, scope, depth + 1) for e in (expr.body, expr.orelse)}
+            if branches == {"float16", "bfloat16"}:
+                return "float16 or bfloat16"
+            return branches.pop() if len(branches) == 1 else "unknown"
+        if isinstance(expr, cst.Name):
+            values = {self.dtype_of(a.value, a.scope, depth + 1) for a in source.assigned_values(expr, scope)}
+            if values == {"float16", "bfloat16"}:
+                return "float16 or bfloat16"
+            return values.pop() if len(values) == 1 else "unknown"
+        return "unknown"
+
+    # -- scalers ------------------------------------------------------------------------------------------
+
+    @cached_property
+    def scalers(self) -> list[Scaler]:
+        source = self.source
+        found: list[Scaler] = []
+        for ref in source.references_to(SCALERS):
+            if ref.call is not None:
+                scaler = self._scaler(ref.call, ref.scope, f"`{source.code(ref.call.func)}`")
+                scaler.is_grad_scaler = True
+                found.append(scaler)
+        for call in source.calls:
+            if any(s.node is call.node for s in found):
+                continue
+            wrapper = self._wrapper_class(call)
+            if wrapper:
+                found.append(self._scaler(call.node, call.scope, wrapper))
+        return found + self._scalers_by_use({s.name for s in found})
+
+    def _scalers_by_use(self, known: set[str]) -> list[Scaler]:
+        """A scaler handed in (a parameter, `self.scaler` set elsewhere): a name with both `.scale(...)`
+        and `.step(...)` called on it (`scaler.scale(loss).backward()` ... `scaler.step(optimizer)`)."""
+        source = self.source
+        methods: dict[str, dict[str, list[CallRecord]]] = {}
+        for record in source.calls:
+            func = record.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("scale", "unscale_", "step", "update"):
+                name = source.code(func.value)
+                if isinstance(func.value, (cst.Name, cst.Attribute)) and name not in known:
+                    methods.setdefault(name, {}).setdefault(func.attr.value, []).append(record)
+        found = []
+        for name, uses in methods.items():
+            if "scale" in uses and "step" in uses:
+                first = uses["scale"][0].node
+                found.append(Scaler(first, name, "(used as one)", "unknown", uses))
+        return found
+
+    def _wrapper_class(self, call: CallRecord) -> str:
+        """`NativeScaler()` (timm), `NativeScalerWithGradNormCount()` (MAE, deit): a project class whose
+        methods make a GradScaler, or, when the class cannot be read, one named like a scaler."""
+        source = self.source
+        func = call.node.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return ""
+        qualname = source.qualname(func, call.scope) or ""
+        if qualname in SCALERS or qualname.startswith("torch."):
+            return ""
+        found = source.resolve_class(func, call.scope)
+        name = source.code(func).split(".")[-1]
+        if found is not None:
+            home, cls = found
+            analysis = home.analysis(PrecisionAnalysis)
+            if any(analysis._makes_scaler(method.calls) for method in cls.methods.values()):
+                return f"`{name}` (wraps a GradScaler)"
+            return ""
+        return f"`{name}` (a scaler class)" if name.endswith("Scaler") and name[:1].isupper() else ""
+
+    def _makes_scaler(self, calls: list[CallRecord]) -> bool:
+        return any((self.source.qualname(c.node.func, c.scope) or "") in SCALERS for c in calls)
+
+    def _scaler(self, call: cst.Call, scope: Scope, how: str) -> Scaler:
+        name = self._assigned_name(call)
+        arguments = read_call(self.source, call, scope, Signature(("device",)))
+        enabled = "yes"
+        given = arguments.get("enabled")
+        if given is not None and given.expression is not None:
+            known, value = given.constant()
+            enabled = ("yes" if value else "no") if known else self.source.code(given.expression)
+        scaler = Scaler(call, name, how, enabled)
+        if name:
+            for record in self.source.calls:
+                func = record.node.func
+                if isinstance(func, cst.Attribute) and self.source.code(func.value) == name:
+                    method = func.attr.value
+                    if method in ("scale", "unscale_", "step", "update"):
+                        scaler.uses.setdefault(method, []).append(record)
+                elif self.source.code(func) == name:
+                    scaler.uses.setdefault("__call__", []).append(record)
+        return scaler
+
+    def scaler_named(self, name: str) -> Scaler | None:
+        return next((s for s in self.scalers if s.name == name), None)
+
+    # -- precision supplied another way ---------------------------------------------------------------------
+
+    @cached_property
+    def switches(self) -> list[Switch]:
+        source = self.source
+        found: list[Switch] = []
+        for call in source.calls:
+            func = call.node.func
+            qualname = source.qualname(func, call.scope) or ""
+            framework = _framework_of(qualname)
+            if framework:
+                arguments = read_call(source, call.node, call.scope)
+                for keyword in FRAMEWORK_SWITCHES[framework]:
+                    if arguments.get(keyword) is not None:
+                        found.append(Switch(call.node, f"`{source.code(func)}({keyword}=...)`"))
+                        break
+                else:
+                    if not arguments.complete:  # `Trainer(**cfg)`: it may set precision
+                        found.append(Switch(call.node, f"`{source.code(func)}(**...)`, may set precision"))
+            elif qualname in _OTHER_MECHANISMS:
+                found.append(Switch(call.node, _OTHER_MECHANISMS[qualname]))
+            elif isinstance(func, cst.Attribute) and func.attr.value in _HALF_CASTS and not call.node.args:
+                cast = _HALF_CASTS[func.attr.value]
+                found.append(Switch(call.node, f"cast with `.{func.attr.value}()`", cast))
+            elif isinstance(func, cst.Attribute) and func.attr.value == "to":
+                for arg in call.node.args:
+                    dtype = self.dtype_of(arg.value, call.scope)
+                    if dtype in ("float16", "bfloat16", "float16 or bfloat16"):
+                        found.append(Switch(call.node, f"cast with `.to({source.code(arg.value)})`", dtype))
+        for ref in source.references_to(_OTHER_MECHANISMS):
+            if ref.call is None:
+                found.append(Switch(ref.expr, _OTHER_MECHANISMS[ref.qualname or ""]))
+        return found
+
+    @cached_property
+    def flags(self) -> list[tuple[cst.CSTNode, str]]:
+        """Names, attributes and parameters that read like a precision switch (`args.amp`, `use_amp`)."""
+        found: list[tuple[cst.CSTNode, str]] = []
+        for ref in self.source.references:
+            if any(_FLAG_WORD.search(part) for part in (ref.name, *ref.attrs)):
+                found.append((ref.expr, f"`{self.source.code(ref.expr)}`"))
+        for function in self.source.functions:
+            for param in function.params:
+                if _FLAG_WORD.search(param):
+                    found.append((function.node.name, f"parameter `{param}` of `{function.name}`"))
+        return found
+
+    @cached_property
+    def evidence(self) -> list[tuple[cst.CSTNode, str]]:
+        """Everything that says this module decided about precision, with what it is (for debug facts)."""
+        found: list[tuple[cst.CSTNode, str]] = []
+        found += [(s.node, f"autocast ({s.how})") for s in self.autocast_sites]
+        found += [(s.node, f"scaler {s.how}") for s in self.scalers]
+        found += [(s.node, s.what) for s in self.switches]
+        found += [(node, f"precision flag {what}") for node, what in self.flags]
+        return found
+
+    @cached_property
+    def framework_gaps(self) -> list[tuple[cst.Call, cst.BaseExpression, str, str, str]]:
+        """Framework objects that train on the GPU when there is one, with no precision switch surely
+        passed, in a module that shows no other precision decision: (call, callee, framework, switch,
+        value)."""
+        if self.evidence:
+            return []
+        source = self.source
+        methods = {c.node.func.attr.value for c in source.calls if isinstance(c.node.func, cst.Attribute)}
+        found = []
+        for call in source.calls:
+            func = call.node.func
+            qualname = source.qualname(func, call.scope) or ""
+            framework = _framework_of(qualname)
+            if not framework or qualname.endswith(("Fabric", "LightningCLI")):
+                continue
+            arguments = read_call(source, call.node, call.scope)
+            if not arguments.complete:
+                continue
+            if framework == "lightning":
+                accelerator = arguments.get("accelerator")
+                on_gpu = accelerator is None or accelerator.constant() in (
+                    (True, "gpu"),
+                    (True, "cuda"),
+                    (True, "auto"),
+                )
+                if "fit" not in methods or not on_gpu:
+                    continue
+                found.append((call.node, func, framework, "precision", '"bf16-mixed"'))
+            elif framework == "accelerate":
+                if arguments.get("cpu") is not None or "backward" not in methods:
+                    continue
+                found.append((call.node, func, framework, "mixed_precision", '"bf16"'))
+            elif qualname.endswith("TrainingArguments") or qualname.startswith("trl."):
+                if arguments.get("use_cpu") is not None or arguments.get("no_cuda") is not None:
+                    continue
+                found.append((call.node, func, framework, "bf16", "True"))
+        return found
+
+    # -- what TL301 asks of one training loop ---------------------------------------------------------------
+
+    def decided_for(self, loop: LoopRecord) -> bool:
+        """This module, a module the loop calls into, or a module that calls into this one decides about
+        precision (any evidence at all)."""
+        if self.evidence:
+            return True
+        source = self.source
+        for call in loop.all_calls():
+            target = source.callee(call)
+            other = target[0] if target is not None else source
+            if other is not source and other.analysis(PrecisionAnalysis).evidence:
+                return True
+        return any(other.analysis(PrecisionAnalysis).evidence for other in self._importers())
+
+    def _importers(self, depth: int = 2) -> list[SourceModule]:
+        """The project modules that import this one, and those that import them (a package's
+        `__init__.py` re-exports the training function that a script calls)."""
+        source = self.source
+        found: list[SourceModule] = []
+        frontier = [source]
+        for _ in range(depth):
+            following = []
+            for module in frontier:
+                if module.project is None or module.file is None:
+                    continue
+                for importer in module.project.importers_of(module.file):
+                    other = module.project.facts_for(importer, source.file)
+                    if other is not None and other is not source and other not in found:
+                        found.append(other)
+                        following.append(other)
+            frontier = following
+        return found
+
+    @cached_property
+    def unsafe_under_autocast(self) -> str:
+        """An op that raises under CUDA autocast, used in this module: the reason a fix is not offered."""
+        source = self.source
+        for qualname, replacement in (
+            ("torch.nn.BCELoss", "`nn.BCEWithLogitsLoss`"),
+            ("torch.nn.modules.loss.BCELoss", "`nn.BCEWithLogitsLoss`"),
+            ("torch.nn.functional.binary_cross_entropy", "`F.binary_cross_entropy_with_logits`"),
+        ):
+            if source.references_to({qualname}):
+                name = qualname.rsplit(".", 1)[1]
+                return (
+                    f"`{name}` raises under CUDA autocast; use {replacement} on the logits instead, "
+                    "then autocast"
+                )
+        for cls in source.classes:
+            bases = {source.qualname(base.value, cls.scope) for base in cls.node.bases}
+            if "torch.autograd.Function" not in bases:
+                continue
+            forward = cls.methods.get("forward")
+            decorated = forward is not None and any(
+                "custom_fwd" in source.code(d.decorator) for d in forward.node.decorators
+            )
+            if not decorated:
+                return (
+                    f"the custom `autograd.Function` `{cls.name}` has no `@torch.amp.custom_fwd`; decorate "
+                    'its forward with `@torch.amp.custom_fwd(device_type="cuda")` (and its backward with '
+                    "`custom_bwd`), then autocast"
+                )
+        return ""
+
+
+def _framework_of(qualname: str) -> str:
+    root = qualname.split(".")[0]
+    lightning = qualname.endswith(("Trainer", "Fabric", "LightningCLI"))
+    if root in ("lightning", "pytorch_lightning") and lightning:
+        return "lightning"
+    if root == "accelerate" and qualname.endswith("Accelerator"):
+        return "accelerate"
+    if root in ("transformers", "trl") and qualname.endswith(("TrainingArguments", "Config")):
+        return "transformers"
+    return ""
+
+
+def _withs(node: cst.CSTNode):
+    if isinstance(node, cst.With):
+        yield node
+    for child in node.children:
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else)):
+            yield from _withs(child)
+
+
+def _blocks(node: cst.CSTNode):
+    if isinstance(node, cst.IndentedBlock):
+        yield node
+    for child in node.children:
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else, cst.ExceptHandler)):
+            yield from _blocks(child)
+
+
+def _calls_in(node: cst.CSTNode):
+    if isinstance(node, cst.Call):
+        yield node
+    for child in node.children:
+        yield from _calls_in(child)
+
+
+def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    return node is target or any(_contains(child, target) for child in node.children)
+
+
+def _assignment_targets(module: cst.Module):
+    """(id of the value, target) for `target = value` with one Name or attribute target."""
+    for statement in _simple_statements(module):
+        for small in statement.body:
+            target = None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target = small.target
+            if not isinstance(target, (cst.Name, cst.Attribute)):
+                continue
+            value = small.value
+            yield id(value), target
+            while isinstance(value, cst.IfExp):
+                yield id(value.body), target
+                yield id(value.orelse), target
+                value = value.orelse
+
+
+def _simple_statements(node: cst.CSTNode):
+    if isinstance(node, cst.SimpleStatementLine):
+        yield node
+        return
+    for child in node.children:
+        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.SimpleStatementLine)):
+            yield from _simple_statements(child)
+
+
+__all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "ScalerPlan", "Switch"]

@@ -1,0 +1,200 @@
+"""The statements of one training step: the forward call, the statements up to the backward pass, and
+whether they can be wrapped in an autocast block as they stand.
+
+Why apart from the loop finder: the precision rules put their finding on the forward call and their fix
+around exactly the forward and loss statements, never the backward or the optimizer step (the AMP docs:
+"Backward passes under autocast are not recommended"). Wrapping is only offered when those statements are
+consecutive simple statements of one block, directly followed by the backward statement — anything else
+(the backward in another block, an optimizer call among them) is left to the author.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, LoopRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+_MODEL_WORD = re.compile(r"(^|_)(model|net|network|gpt|transformer)s?(_|$)", re.IGNORECASE)
+_OPTIMIZER_METHODS = {"step", "unscale_"}
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """The forward call of a training loop and the statements a precision fix would wrap."""
+
+    forward: cst.Call
+    backward: cst.Call | None
+    block: cst.BaseSuite | None  # the block holding the region
+    region: tuple[cst.SimpleStatementLine, ...]  # forward ... loss; empty when it cannot be wrapped
+    why_not: str  # why the region is empty
+
+    @property
+    def callee(self) -> cst.BaseExpression:
+        """The model as the forward call names it (`model`, `self.net`)."""
+        return self.forward.func
+
+
+def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> TrainingStep | None:
+    """The step of `loop`: its first call of a trained model (by the names in `models`, or a name that
+    reads like one: `model`, `self.net`) written in the loop itself or in a function of this module the
+    loop calls to run the step (`self._run_batch(x, y)`, `train_iter(model, ...)`); None when the forward is
+    elsewhere."""
+    from torchlint.facts.torch.training import BACKWARD, TrainingAnalysis
+
+    calls = list(loop.all_calls())
+    found = _forward_in(source, calls, loop.node.body, models)
+    if found is None:
+        training = source.analysis(TrainingAnalysis)
+        for call in calls:
+            target = source.callee(call)
+            if target is None or target[0] is not source:
+                continue
+            function = target[1]
+            if BACKWARD not in training.function_events(function):
+                continue  # an evaluation helper (`estimate_loss()`) calls the model too
+            found = _forward_in(source, function.calls, function.node.body, models)
+            if found is not None:
+                break
+    if found is None:
+        return None
+    forward, calls, body_node = found
+    backward = next((c for c in calls if _is_backward(c.node)), None)
+    return _step(source, forward.node, backward.node if backward else None, body_node)
+
+
+def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]):
+    """The first model call (in source order) among `calls`."""
+    forwards = [c for c in calls if _is_model_call(source, c, models)]
+    if not forwards:
+        return None
+    return min(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
+
+
+def _is_backward(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "manual_backward")
+
+
+def _step(
+    source: SourceModule, forward: cst.Call, backward: cst.Call | None, body: cst.CSTNode
+) -> TrainingStep:
+    found = _statement_in_block(body, forward)
+    if found is None:
+        return TrainingStep(forward, backward, None, (), "the forward call is not a statement of its own")
+    block, index = found
+    if backward is None:
+        return TrainingStep(forward, None, block, (), "the backward call is not with the forward call")
+    statements = list(block.body)
+    end = next((i for i in range(index, len(statements)) if _contains(statements[i], backward)), None)
+    if end is None or end == index:
+        return TrainingStep(
+            forward, backward, block, (), "the backward pass is not a later statement of the same block"
+        )
+    loss = _loss_of(source, backward)
+    last = max((i for i in range(index, end) if loss and _assigns(source, statements[i], loss)), default=None)
+    if last is None:
+        return TrainingStep(forward, backward, block, (), "the loss is not computed next to the forward call")
+    region = statements[index : last + 1]
+    for statement in region:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return TrainingStep(
+                forward, backward, block, (), "the forward and loss statements are not simple statements"
+            )
+        if any(_optimizer_call(node) for node in _calls_in(statement)):
+            return TrainingStep(
+                forward, backward, block, (), "an optimizer call sits between the forward and the loss"
+            )
+    return TrainingStep(forward, backward, block, tuple(region), "")  # type: ignore[arg-type]
+
+
+def _loss_of(source: SourceModule, backward: cst.Call) -> str:
+    """What is differentiated: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`,
+    `accelerator.backward(loss)`."""
+    assert isinstance(backward.func, cst.Attribute)
+    receiver = backward.func.value
+    positional = [arg.value for arg in backward.args if arg.keyword is None and not arg.star]
+    if isinstance(receiver, cst.Call) and receiver.args:  # scaler.scale(loss).backward()
+        receiver = receiver.args[0].value
+    elif positional:  # accelerator.backward(loss), self.manual_backward(loss)
+        receiver = positional[0]
+    if isinstance(receiver, (cst.Name, cst.Attribute)):
+        return source.code(receiver)
+    return ""
+
+
+def _assigns(source: SourceModule, statement: cst.CSTNode, name: str) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        targets: list[cst.BaseExpression] = []
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            targets = [small.target]
+        while targets:
+            target = targets.pop()
+            if isinstance(target, (cst.Tuple, cst.List)):
+                targets += [e.value for e in target.elements]
+            elif source.code(target).strip() == name:
+                return True
+    return False
+
+
+def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
+    func = call.node.func
+    if not isinstance(func, (cst.Name, cst.Attribute)) or not call.node.args:
+        return False
+    code = source.code(func)
+    if code in models:
+        return True
+    if source.callee(call) is not None:
+        return False
+    qualname = source.qualname(func, call.scope)
+    if qualname is not None and "." in qualname:
+        return False  # an imported function
+    last = code.split(".")[-1]
+    return _MODEL_WORD.search(last) is not None and code.count(".") <= 1
+
+
+def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuite, int] | None:
+    """The block and index of the statement that holds `call`, searching compound statements inward."""
+    if isinstance(node, cst.IndentedBlock):
+        for index, statement in enumerate(node.body):
+            if not _contains(statement, call):
+                continue
+            if isinstance(statement, cst.SimpleStatementLine):
+                return node, index
+            for child in statement.children:
+                found = _statement_in_block(child, call)
+                if found is not None:
+                    return found
+            return None
+        return None
+    for child in node.children:
+        if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.Else)):
+            found = _statement_in_block(child, call)
+            if found is not None:
+                return found
+    return None
+
+
+def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    if node is target:
+        return True
+    return any(_contains(child, target) for child in node.children)
+
+
+def _calls_in(node: cst.CSTNode):
+    if isinstance(node, cst.Call):
+        yield node
+    for child in node.children:
+        yield from _calls_in(child)
+
+
+def _optimizer_call(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _OPTIMIZER_METHODS

@@ -1,0 +1,211 @@
+"""Mixed precision used where it helps, and used correctly (TL301, TL305, TL306): the loop on the GPU that
+runs in float32, backward passes inside autocast, gradients clipped while still scaled.
+
+The policies follow PyTorch's "Automatic Mixed Precision" docs (torch.amp, checked on torch 2.13):
+- autocast should wrap only the forward pass and the loss computation; "backward passes under autocast are
+  not recommended" (the backward ops run in the dtype autocast chose for the forward ones anyway);
+- with a GradScaler, gradients are scaled until `scaler.step`: "if you wish to modify or inspect the
+  parameters' .grad attributes between backward() and scaler.step(optimizer), you should unscale them
+  first" — clipping included.
+TL301 stays silent wherever the code shows any decision about precision (facts: `precision_evidence`), since
+claiming AMP is missing where a flag, a helper or a framework supplies it is the costliest mistake here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from torchlint.diagnostics import Diagnostic
+from torchlint.facts import Device
+from torchlint.fix import build
+from torchlint.fix.model import Applicability, Fix
+from torchlint.rules.base import FixAvailability, Rule
+
+if TYPE_CHECKING:
+    from torchlint.facts import ModuleFacts, TrainingStep
+
+_FRAMEWORK_NAMES = {"lightning": "Lightning", "accelerate": "accelerate", "transformers": "Hugging Face"}
+
+
+class TrainingWithoutAutocast(Rule):
+    """A training loop that may run on CUDA with its forward and loss under no precision mechanism."""
+
+    code = "TL301"
+    name = "training-without-autocast"
+    fix_availability = FixAvailability.SOMETIMES
+    # A backward pass (`.backward(`, `manual_backward`) or a framework object that runs one.
+    needs_text = ("backward", "Trainer", "Accelerator", "TrainingArguments", "Config")
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if self.settings.device == "cpu" or facts.runs_on_xla:
+            return
+        # Each framework trains on the GPU when there is one (unless told otherwise, which the facts exclude).
+        for call, callee, framework, switch, value in facts.framework_precision_gaps():
+            owner = _FRAMEWORK_NAMES[framework]
+            message = (
+                f"`{facts.code(callee)}(...)` trains in full precision: without `{switch}=` the {owner} "
+                f"loop runs float32 on the GPU; `{switch}={value}` runs matrix math on tensor cores"
+            )
+            edit = build.add_keyword(facts.source, call, switch, value)
+            fix = Fix(f"Set `{switch}={value}`", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.finding(facts, callee, message, fix)
+        if facts.frameworks & {"lightning", "accelerate"}:
+            return  # the framework object's switch is the fix, above
+        device = facts.device.device
+        if not (device.may_be_cuda or (self.settings.device == "cuda" and device is Device.UNKNOWN)):
+            return  # CPU-only (or unknown) training: autocast on the GPU does not apply
+        if facts.is_test_module:
+            return  # a test trains to check numerics (an optimizer's convergence): autocast would change them
+        for loop in facts.training_loops:
+            if facts.precision_decided(loop):
+                continue
+            step = facts.training_step(loop)
+            if step is None:
+                continue
+            message = (
+                f"`{facts.code(step.callee)}(...)` runs the forward pass of a training loop on the GPU "
+                "in float32: `torch.autocast` runs matrix math in half precision on tensor cores and "
+                "roughly halves activation memory"
+            )
+            reason = facts.unsafe_under_autocast or step.why_not
+            fix = None if reason else self._fix(facts, loop, step)
+            if fix is None:
+                message += f" (no automatic fix: {reason or 'the statements cannot be wrapped as written'})"
+            yield self.finding(facts, step.forward, message, fix)
+
+    def _fix(self, facts: ModuleFacts, loop, step: TrainingStep) -> Fix | None:
+        torch = build.name_module(facts.source, "torch", loop.scope)
+        if torch is None or step.block is None:
+            return None
+        name, imports = torch
+        header = f'{name}.autocast(device_type="cuda", dtype={name}.bfloat16)'
+        try:
+            edit = build.wrap_in_with(facts.source, step.block, step.region, header)
+        except build.EditError:
+            return None
+        if edit is None:
+            return None
+        title = "Run the forward pass and the loss under `torch.autocast` (bfloat16)"
+        return Fix(title, Applicability.UNSAFE, (edit,), imports)
+
+
+class BackwardInsideAutocast(Rule):
+    """`loss.backward()` inside the autocast block: the AMP docs advise against it."""
+
+    code = "TL305"
+    name = "backward-inside-autocast"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("autocast",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in facts.backward_in_autocast():
+            call = facts.code(found.call).splitlines()[0]
+            message = (
+                f"`{call}` runs inside an autocast block ({found.site.how}): backward passes under autocast "
+                "are not recommended (PyTorch AMP docs); end the block after the loss"
+            )
+            fix = None
+            if found.block is not None and found.region is not None:
+                try:
+                    edit = build.move_out_of_with(facts.source, found.block, found.region, found.start)
+                except build.EditError:
+                    edit = None
+                if edit is not None:
+                    title = "Move the backward pass (and what follows it) out of the autocast block"
+                    fix = Fix(title, Applicability.UNSAFE, (edit,))
+            yield self.finding(facts, found.call, message, fix)
+
+
+class ClipGradWithoutUnscale(Rule):
+    """Clipping scaled gradients: the threshold applies to gradients multiplied by the loss scale."""
+
+    code = "TL306"
+    name = "clip-grad-without-unscale"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("clip_grad",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for clip, scaler, optimizer in facts.clips_without_unscale():
+            message = (
+                f"gradients are clipped while still scaled by `{scaler}`: call "
+                f"`{scaler}.unscale_({optimizer})` before clipping, or the threshold applies to gradients "
+                "multiplied by the loss scale"
+            )
+            fix = None
+            statement = facts.standalone_statement(clip)
+            if statement is not None:
+                edit = build.statement_before(facts.source, statement, f"{scaler}.unscale_({optimizer})")
+                if edit is not None:
+                    title = f"Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"
+                    fix = Fix(title, Applicability.UNSAFE, (edit,))
+            yield self.finding(facts, clip, message, fix)
+
+
+class Fp16AutocastWithoutGradScaler(Rule):
+    """float16 autocast in training with no loss scaling: small gradients underflow to zero."""
+
+    code = "TL302"
+    name = "fp16-autocast-without-grad-scaler"
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("autocast",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for site, loop in facts.fp16_autocast_without_scaler():
+            if site.dtype == "float16":
+                why = "explicitly" if site.dtype_explicit else "by default on CUDA"
+                dtype = f"float16 ({why})"
+            else:
+                dtype = "float16 on GPUs without bfloat16"
+            message = (
+                f"this autocast runs training in {dtype} with no GradScaler: small gradients underflow to "
+                'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
+                "`dtype=torch.bfloat16`"
+            )
+            yield self.finding(facts, site.node, message, self._fix(facts, loop))
+
+    def _fix(self, facts: ModuleFacts, loop) -> Fix | None:
+        """A scaler made once before the (outermost) loop; the backward, the step and each clip rewritten
+        where they are, so accumulation and `zero_grad` keep their places."""
+        plan = facts.scaler_plan(loop)
+        torch = build.name_module(facts.source, "torch", loop.scope)
+        if plan is None or torch is None or not facts.name_is_free("scaler", plan.scope):
+            return None
+        name, imports = torch
+        optimizer = facts.code(plan.optimizer)
+        try:
+            edits = [
+                build.statement_before(
+                    facts.source, plan.outer_loop, f'scaler = {name}.amp.GradScaler("cuda")'
+                ),
+                build.replace_expression(facts.source, plan.loss, f"scaler.scale({facts.code(plan.loss)})"),
+                build.replace_statement(facts.source, plan.step, f"scaler.step({optimizer})"),
+                build.statement_after(facts.source, plan.step, "scaler.update()"),
+                *(
+                    build.statement_before(facts.source, clip, f"scaler.unscale_({optimizer})")
+                    for clip in plan.clips
+                ),
+            ]
+        except build.EditError:
+            return None
+        if any(edit is None for edit in edits):
+            return None
+        title = 'Scale the loss with `torch.amp.GradScaler("cuda")` (scale, unscale_, step, update)'
+        return Fix(title, Applicability.UNSAFE, tuple(edits), imports)  # type: ignore[arg-type]
+
+
+class GradScalerWithBfloat16(Rule):
+    """A GradScaler next to bfloat16 autocast only: needless work, and an error with bfloat16 parameters."""
+
+    code = "TL307"
+    name = "grad-scaler-with-bfloat16"
+    needs_text = ("GradScaler",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for scaler in facts.scalers_with_bfloat16():
+            message = (
+                "a GradScaler with bfloat16 autocast only: bfloat16 has float32's range, so gradients do "
+                "not underflow and scaling is needless work (and with bfloat16 parameters `unscale_` fails "
+                "on CUDA, pytorch/pytorch#127176)"
+            )
+            yield self.finding(facts, scaler.node, message)
