@@ -15,6 +15,11 @@ from support import facts_of
         ('model.to(f"cuda:{rank}")', "cuda"),
         ("device = torch.device('cuda:{}'.format(args.gpu))\nmodel.to(device)", "cuda"),
         ("torch.cuda.set_device(local_rank)", "cuda"),
+        (
+            "class Trainer:\n    def __init__(self, gpu_id):\n        self.gpu_id = gpu_id\n\n"
+            "    def step(self, x):\n        return x.to(self.gpu_id)\n\n\nTrainer(0)",
+            "cuda",
+        ),
         ('model.to(f"{torch.accelerator.current_accelerator()}:{rank}")', "cuda when available"),
         (
             'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel.to(device)',

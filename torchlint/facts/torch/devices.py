@@ -109,11 +109,16 @@ class DeviceAnalysis:
         return Device.UNKNOWN
 
     def _passed_to(self, scope: Scope, name: str, depth: int) -> set[Device]:
+        """What the callers pass for a parameter; for `__init__`, what `Trainer(..., gpu_id)` passes."""
         function = self.source.function_of_scope(scope)
         if function is None:
             return set()
         found = set()
-        for call in self.source.calls_of(function):
+        calls = list(self.source.calls_of(function))
+        if function.owner is not None and function.name == "__init__":
+            owner = function.owner
+            calls += [c for c in self.source.calls if self.source.local_class(c.node.func, c.scope) is owner]
+        for call in calls:
             argument = argument_for(call.node, function, name)
             if argument is not None:
                 found.add(self.device_of(argument, call.scope, depth + 1))
