@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
-from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
@@ -642,7 +642,11 @@ class ModelAnalysis:
         if qualname == "torch.save" and self._is_model(model, first, call.scope):
             self._event(model, "save-whole", call.node, None)
             return
-        name = (qualname or source.code(func)).rsplit(".", 1)[-1]
+        if qualname:
+            name = qualname.rsplit(".", 1)[-1]
+        else:
+            name = func.value if isinstance(func, cst.Name) else dotted(func) or ""
+            name = name.rsplit(".", 1)[-1]
         ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
         if ema and any(self._mentions_model(model, p, call.scope) for p in positional):
             self._event(model, "ema", call.node, None)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.values import literal_of
 
 if TYPE_CHECKING:
@@ -424,8 +425,8 @@ class PrecisionAnalysis:
         for record in source.calls:
             func = record.node.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("scale", "unscale_", "step", "update"):
-                name = source.code(func.value)
-                if isinstance(func.value, (cst.Name, cst.Attribute)) and name not in known:
+                name = dotted(func.value) or ""
+                if name and name not in known:
                     methods.setdefault(name, {}).setdefault(func.attr.value, []).append(record)
         found = []
         for name, uses in methods.items():
@@ -444,8 +445,8 @@ class PrecisionAnalysis:
         qualname = source.qualname(func, call.scope) or ""
         if qualname in SCALERS or qualname.startswith("torch."):
             return ""
+        name = func.value if isinstance(func, cst.Name) else func.attr.value
         found = source.resolve_class(func, call.scope)
-        name = source.code(func).split(".")[-1]
         if found is not None:
             home, cls = found
             analysis = home.analysis(PrecisionAnalysis)
@@ -469,11 +470,11 @@ class PrecisionAnalysis:
         if name:
             for record in self.source.calls:
                 func = record.node.func
-                if isinstance(func, cst.Attribute) and self.source.code(func.value) == name:
+                if isinstance(func, cst.Attribute) and dotted(func.value) == name:
                     method = func.attr.value
                     if method in ("scale", "unscale_", "step", "update"):
                         scaler.uses.setdefault(method, []).append(record)
-                elif self.source.code(func) == name:
+                elif dotted(func) == name:
                     scaler.uses.setdefault("__call__", []).append(record)
         return scaler
 
@@ -654,20 +655,32 @@ def _framework_of(qualname: str) -> str:
     return ""
 
 
+def _statements(node: cst.CSTNode):
+    """`node` and the statements, blocks and clauses below it, in the order of the text, found through
+    statement containers only (LibCST's `children` rebuilds child lists on every call: walking the whole
+    tree with it costs more than the analyses)."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            continue
+        inner: list[cst.CSTNode] = []
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+            part = getattr(current, name, None)
+            if isinstance(part, (list, tuple)):
+                inner.extend(p for p in part if isinstance(p, cst.CSTNode))
+            elif isinstance(part, cst.CSTNode):
+                inner.append(part)
+        stack.extend(reversed(inner))
+
+
 def _withs(node: cst.CSTNode):
-    if isinstance(node, cst.With):
-        yield node
-    for child in node.children:
-        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else)):
-            yield from _withs(child)
+    return (found for found in _statements(node) if isinstance(found, cst.With))
 
 
 def _blocks(node: cst.CSTNode):
-    if isinstance(node, cst.IndentedBlock):
-        yield node
-    for child in node.children:
-        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.Else, cst.ExceptHandler)):
-            yield from _blocks(child)
+    return (found for found in _statements(node) if isinstance(found, cst.IndentedBlock))
 
 
 def _calls_in(node: cst.CSTNode):
@@ -701,12 +714,7 @@ def _assignment_targets(module: cst.Module):
 
 
 def _simple_statements(node: cst.CSTNode):
-    if isinstance(node, cst.SimpleStatementLine):
-        yield node
-        return
-    for child in node.children:
-        if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.Module, cst.SimpleStatementLine)):
-            yield from _simple_statements(child)
+    return (found for found in _statements(node) if isinstance(found, cst.SimpleStatementLine))
 
 
 __all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "ScalerPlan", "Switch"]
