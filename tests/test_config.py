@@ -127,3 +127,39 @@ def test_config_errors_exit_two_naming_file_key_and_expectation(project, body, m
 
 def test_missing_config_file_exits_two(project):
     assert "nope.toml: config file does not exist" in error_of("--config", "nope.toml")
+
+
+def test_a_broken_config_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
+    """Reliability repro M7: an exclude pattern .gitignore syntax rejects, and a pyproject.toml that is not
+    UTF-8, each name the file (exit 2); a bad line in a .gitignore is skipped, as git does."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nexclude = ["\\\\"]\n')
+    result = CliRunner().invoke(main, ["check", "--no-cache", "."])
+    assert result.exit_code == 2
+    assert "pyproject.toml: tool.torchlint.exclude: invalid pattern '\\\\'" in result.output
+    (tmp_path / "pyproject.toml").write_bytes(b"\xff[tool.torchlint]\n")
+    result = CliRunner().invoke(main, ["check", "--no-cache", "."])
+    assert result.exit_code == 2 and "pyproject.toml: not UTF-8 text, which TOML requires" in result.output
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("\\\\\nb.py\n")
+    (tmp_path / "b.py").write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
+    result = CliRunner().invoke(main, ["check", "--no-cache", "."])
+    assert (result.exit_code, result.output.strip()) == (0, "All checks passed!")
+
+
+def test_a_symlink_loop_is_reported_as_unreadable(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "l1.py").symlink_to("l2.py")
+    (tmp_path / "l2.py").symlink_to("l1.py")
+    result = CliRunner().invoke(main, ["check", "--no-cache", "l1.py"])
+    assert result.exit_code == 1 and "TL002 l1.py: cannot read: Too many levels of symbolic links" in result.output

@@ -133,6 +133,21 @@ def matches_any(path: Path, settings: Settings, pattern: str) -> bool:
     return _spec((pattern,)).match_file(relative)
 
 
+def _gitignore_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
+    """The spec of a .gitignore; like git, a line it cannot read as a pattern is skipped."""
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except Exception:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
+        kept = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except Exception:  # noqa: BLE001
+                continue
+            kept.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(kept)
+
+
 class GitIgnore:
     """The .gitignore files from the repository root down, each applying to its own folder."""
 
@@ -149,7 +164,7 @@ class GitIgnore:
             if self.fs.is_file(ignore_file):
                 try:
                     lines = self.fs.read_text(ignore_file, errors="replace").splitlines()
-                    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                    spec = _gitignore_spec(lines)
                 except OSError:
                     spec = None
             self._specs[directory] = spec
@@ -221,8 +236,11 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
 def _identity(file: Path, fs: FileSystem) -> object:
     """The same file reached twice (through a symlink, or named twice) has one identity: its inode."""
     identity = fs.identity(file)
-    if identity is None:
-        return file.resolve()  # missing or dangling: reported (TL002) under its resolved name
+    if identity is None:  # missing, dangling or a symlink loop: reported (TL002) when it is read
+        try:
+            return file.resolve()
+        except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+            return os.path.abspath(file)
     return identity
 
 

@@ -155,6 +155,10 @@ def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
         text = fs.read_text(pyproject)
     except OSError:
         return False
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{pyproject}: not UTF-8 text, which TOML requires ({error.reason} at byte {error.start})"
+        ) from None
     return "tool.torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
 
 
@@ -172,6 +176,17 @@ def load_settings(
     if table is None:
         table = {} if config_file.name == "pyproject.toml" else document
     return _settings_from_table(table, config_file, known_codes, rule_options)
+
+
+def _validate_patterns(patterns: tuple[str, ...], where: str) -> None:
+    """ConfigError naming the option for a pattern that .gitignore syntax rejects (`"\\"`)."""
+    import pathspec  # only when a config is read: a replayed run reads none
+
+    for pattern in patterns:
+        try:
+            pathspec.PathSpec.from_lines("gitignore", [pattern])
+        except Exception as error:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
+            raise ConfigError(f"{where}: invalid pattern {pattern!r}: {error}") from None
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
@@ -226,6 +241,7 @@ def _settings_from_table(
     for key in ("exclude", "extend-exclude"):
         patterns = string_list(key)
         if patterns is not None:
+            _validate_patterns(patterns, where(key))
             changes[key.replace("-", "_")] = patterns
     if "per-file-ignores" in table:
         value = table["per-file-ignores"]
@@ -236,6 +252,7 @@ def _settings_from_table(
                 raise ConfigError(f"{where('per-file-ignores')}.{pattern!r}: expected a list of rule codes")
             codes = [code.upper() for code in codes]
             validate_selectors(codes, known, f"{where('per-file-ignores')}.{pattern!r}")
+            _validate_patterns((pattern,), f"{where('per-file-ignores')}.{pattern!r}")
             entries.append((pattern, tuple(codes)))
         changes["per_file_ignores"] = tuple(entries)
     for key in ("respect-gitignore", "unsafe-fixes"):
