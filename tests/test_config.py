@@ -162,4 +162,7 @@ def test_a_symlink_loop_is_reported_as_unreadable(tmp_path, monkeypatch):
     (tmp_path / "l1.py").symlink_to("l2.py")
     (tmp_path / "l2.py").symlink_to("l1.py")
     result = CliRunner().invoke(main, ["check", "--no-cache", "l1.py"])
-    assert result.exit_code == 1 and "TL002 l1.py: cannot read: Too many levels of symbolic links" in result.output
+    assert (
+        result.exit_code == 1
+        and "TL002 l1.py: cannot read: Too many levels of symbolic links" in result.output
+    )

@@ -105,7 +105,9 @@ def test_file_names_that_are_not_utf8_are_checked_and_reported(tmp_path, monkeyp
     assert result.exit_code == 1
 
 
-def test_names_and_lines_from_the_project_cannot_inject_ci_commands_or_terminal_escapes(tmp_path, monkeypatch):
+def test_names_and_lines_from_the_project_cannot_inject_ci_commands_or_terminal_escapes(
+    tmp_path, monkeypatch
+):
     """Reliability repro S1: a file named `::error ...::x.py` or a line with `\\r::error` or ANSI escapes."""
     (tmp_path / "::error title=X::y.py").write_text("import torch\nscaler = torch.cuda.amp.GradScaler()\n")
     (tmp_path / "cr.py").write_text(
@@ -114,7 +116,9 @@ def test_names_and_lines_from_the_project_cannot_inject_ci_commands_or_terminal_
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     monkeypatch.chdir(tmp_path)
     for output_format in ("full", "concise", "pylint"):
-        output = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", output_format, "."]).output
+        output = (
+            CliRunner().invoke(main, ["check", "--no-cache", "--output-format", output_format, "."]).output
+        )
         assert not [line for line in output.splitlines() if line.startswith("::")]
         assert "\x1b" not in output
     full = CliRunner().invoke(main, ["check", "--no-cache", "cr.py"]).output

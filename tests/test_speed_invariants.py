@@ -112,7 +112,9 @@ def test_statistics_counts_per_rule(monkeypatch):
     result = CliRunner().invoke(main, ["fixtures/", "--statistics", "--no-cache"])
     lines = result.output.splitlines()
     assert result.exit_code == 1
-    assert "4\tTL204\t[ ] dataloader-invalid-worker-options" in [line.strip() for line in lines]  # counts align
+    assert "4\tTL204\t[ ] dataloader-invalid-worker-options" in [
+        line.strip() for line in lines
+    ]  # counts align
     assert any(line.endswith("\tTL303\t[*] deprecated-amp-autocast") for line in lines)
 
 
