@@ -93,15 +93,9 @@ class ModelNotCompiled(Rule):
                 continue
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
-        if model.framework == "lightning":  # Lightning documents `model = torch.compile(model)` before fit
-            torch = build.name_module(facts.source, "torch", model.scope)
-            if torch is None:
-                return "the name `torch` means something else here", None
-            name, imports = torch
-            code = f"{model.text} = {name}.compile({model.text})"
-            title = f"Compile `{model.text}` before `trainer.fit` (`torch.compile`, as Lightning documents)"
-        elif facts.is_sequential(model.expr, model.scope):
-            if model.of_kind("load", "state"):
+        wrapped = model.framework == "lightning" or facts.is_sequential(model.expr, model.scope)
+        if wrapped:  # Lightning documents `model = torch.compile(model)`; a Sequential needs it
+            if model.framework != "lightning" and model.of_kind("load", "state"):
                 return (
                     "it is an `nn.Sequential`, whose `.compile()` compiles nothing, and "
                     "`torch.compile` would prefix the `state_dict` keys this script saves or loads with "
@@ -112,7 +106,8 @@ class ModelNotCompiled(Rule):
                 return "the name `torch` means something else here", None
             name, imports = torch
             code = f"{model.text} = {name}.compile({model.text})"
-            title = f"Compile `{model.text}` with `torch.compile` (an `nn.Sequential`)"
+            why = "before `trainer.fit`, as Lightning documents" if model.framework else "an `nn.Sequential`"
+            title = f"Compile `{model.text}` with `torch.compile` ({why})"
         else:
             if not self.torch_supports((2, 2)):
                 return (

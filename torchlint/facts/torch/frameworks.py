@@ -1,7 +1,8 @@
 """Frameworks that own the training loop — Lightning, Hugging Face (transformers, trl), accelerate — in one
 place: what each says about the loader, the loop and the device, in the terms the rest of the model uses.
 
-- Lightning iterates a module's `train_dataloader()` and the loaders given to `trainer.fit(...)` every epoch;
+- Lightning iterates a module's `train_dataloader()` and the loaders given to `trainer.fit(...)` every epoch,
+  and trains the module given to it;
   its `Trainer` picks the GPU when there is one unless told `accelerator="cpu"` (`LightningCLI` too).
 - Hugging Face's `Trainer` builds its own DataLoader from `TrainingArguments(dataloader_*=...)`.
 - accelerate's `Accelerator()` places the model on the GPU when there is one (unless `cpu=True`).
@@ -77,6 +78,32 @@ def fit_loaders(source: SourceModule) -> Iterator[tuple[CallRecord, cst.BaseExpr
             argument = arguments.get(name)
             if argument is not None and argument.expression is not None:
                 yield call, argument.expression
+
+
+def lightning_fits(source: SourceModule) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
+    """`trainer.fit(model, ...)` on a Lightning `Trainer`: the module it trains (first argument or
+    `model=`)."""
+    for call in source.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "fit" and call.node.args):
+            continue
+        if not any(
+            _is_lightning_trainer(source, a.value, a.scope)
+            for a in source.assigned_values(func.value, call.scope)
+        ):
+            continue
+        model = read_call(source, call.node, call.scope, FIT).get("model")
+        if model is not None and model.expression is not None:
+            yield call, model.expression
+
+
+def _is_lightning_trainer(source: SourceModule, value: cst.BaseExpression, scope: Scope) -> bool:
+    callee = source.qualname(value.func, scope) if isinstance(value, cst.Call) else None
+    return (
+        bool(callee)
+        and callee.split(".")[0] in ("lightning", "pytorch_lightning")
+        and callee.endswith("Trainer")
+    )
 
 
 def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -> tuple[Device, str] | None:

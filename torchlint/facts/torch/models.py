@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
+from torchlint.facts.syntax.walk import assign_statements, simple_lines, subexpressions
+from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
@@ -167,42 +169,16 @@ class ModelAnalysis:
     def _hands_optimizer_to_training(self, call: CallRecord) -> bool:
         """`train(args, model, loader, optimizer, epoch)` into a function this analysis cannot see (a star
         import, another package): named for training and given an optimizer built here."""
-        func = call.node.func
-        name = (
-            func.value
-            if isinstance(func, cst.Name)
-            else func.attr.value
-            if isinstance(func, cst.Attribute)
-            else ""
-        )
+        name = _last_name(call.node.func)
         if "train" not in name.lower() or "pretrain" in name.lower():
             return False
-        optimizers = {id(found.node) for found, _ in self._optimizer_calls()}
+        optimizers = {id(found.node) for found, _ in self._optimizers}
         for arg in call.node.args:
             if isinstance(arg.value, cst.Name):
                 for assignment in self.source.assigned_values(arg.value, call.scope):
                     if id(assignment.value) in optimizers:
                         return True
         return False
-
-    def _lightning_fits(self) -> Iterator[tuple[CallRecord, cst.BaseExpression]]:
-        """`trainer.fit(model, ...)` on a Lightning `Trainer`, with the module it trains."""
-        source = self.source
-        for call in source.calls:
-            func = call.node.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "fit" and call.node.args):
-                continue
-            for assignment in source.assigned_values(func.value, call.scope):
-                value = assignment.value
-                callee = (
-                    source.qualname(value.func, assignment.scope) if isinstance(value, cst.Call) else None
-                )
-                if callee and callee.split(".")[0] in ("lightning", "pytorch_lightning"):
-                    if callee.endswith("Trainer"):
-                        argument = argument_for_fit(call.node)
-                        if argument is not None:
-                            yield call, argument
-                        break
 
     def _runs_a_trainer(self, call: CallRecord) -> bool:
         func = call.node.func
@@ -212,7 +188,7 @@ class ModelAnalysis:
             value = assignment.value
             if not isinstance(value, cst.Call):
                 continue
-            if self.source.code(value.func).endswith("Trainer"):
+            if _last_name(value.func).endswith("Trainer"):
                 return True
             found = self.source.resolve_class(value.func, assignment.scope)
             if found is not None:
@@ -226,10 +202,10 @@ class ModelAnalysis:
     def models(self) -> list[Model]:
         """The trained models this module names, one per variable or attribute."""
         found: dict[tuple, Model] = {}
-        for call, how in self._optimizer_calls():
+        for call, how in self._optimizers:
             for root, scope in self._roots_in(call.node, call.scope):
                 self._add(found, root, scope, how, call.node)
-        for call, argument in self._lightning_fits():  # `trainer.fit(model, ...)`
+        for call, argument in frameworks.lightning_fits(self.source):  # `trainer.fit(model, ...)`
             for root, scope in self._roots_of_value(argument, call.scope):
                 model = self._add(found, root, scope, f"`{self.source.code(call.node.func)}(...)`", call.node)
                 if model is not None:
@@ -273,9 +249,9 @@ class ModelAnalysis:
         for call in source.calls:
             if source.class_of_method_scope(call.scope) != owner:
                 continue
-            if source.code(call.node.func) == model.text:
+            if dotted(call.node.func) == model.text:
                 return True
-            if any(source.code(arg.value) == model.text for arg in call.node.args):
+            if any(dotted(arg.value) == model.text for arg in call.node.args):
                 return True
         return False
 
@@ -297,7 +273,7 @@ class ModelAnalysis:
         every module transitively costs more than the whole check of a large project.)"""
         if self._params is None:
             self._params = {}  # a cycle asking back while this runs sees nothing
-            table = {key: dict(value) for key, value in self._direct_params().items()}
+            table = {key: dict(value) for key, value in self._direct_params.items()}
             for call in self.source.calls:
                 if not self._calls_local_function(call):
                     continue  # another module's functions are asked from their callers' side
@@ -305,7 +281,7 @@ class ModelAnalysis:
                 if target is None:
                     continue
                 home, callee = target
-                for name, how in home.analysis(ModelAnalysis)._direct_params().get(id(callee), {}).items():
+                for name, how in home.analysis(ModelAnalysis)._direct_params.get(id(callee), {}).items():
                     argument = argument_for(call.node, callee, name)
                     if argument is not None:
                         for root, scope in self._roots_of_value(argument, call.scope):
@@ -317,11 +293,7 @@ class ModelAnalysis:
         """An argument is something built here: a name or `self.x` assigned a call (`Net().to(device)`)."""
         source = self.source
         for arg in call.node.args:
-            value = arg.value
-            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-                if value.func.attr.value not in _PLACEMENTS:
-                    break
-                value = value.func.value
+            value = _unplaced(arg.value)
             if isinstance(value, cst.Name) or source.is_self_attribute(value, call.scope):
                 if any(isinstance(a.value, cst.Call) for a in source.assigned_values(value, call.scope)):
                     return True
@@ -336,16 +308,13 @@ class ModelAnalysis:
         return isinstance(func, cst.Attribute) and self._is_self(func.value, call.scope)
 
     @cached_property
-    def _direct_params_table(self) -> dict[int, dict[str, str]]:
+    def _direct_params(self) -> dict[int, dict[str, str]]:
+        """Function id -> its parameters given to an optimizer built in it."""
         table: dict[int, dict[str, str]] = {}
-        for call, how in self._optimizer_calls():
+        for call, how in self._optimizers:
             for root, scope in self._roots_in(call.node, call.scope):
                 self._note_parameter(table, root, scope, how)
         return table
-
-    def _direct_params(self) -> dict[int, dict[str, str]]:
-        """Function id -> its parameters given to an optimizer built in it."""
-        return self._direct_params_table
 
     def _note_parameter(self, table: dict, root: cst.BaseExpression, scope: Scope, how: str) -> None:
         if isinstance(root, cst.Name) and self._is_parameter(root.value, scope):
@@ -381,9 +350,6 @@ class ModelAnalysis:
         bindings = scope.lookup(name)
         return bool(bindings) and all(b.kind is BindingKind.PARAM for b in bindings)
 
-    def _optimizer_calls(self) -> list[tuple[CallRecord, str]]:
-        return self._optimizers
-
     @cached_property
     def _optimizers(self) -> list[tuple[CallRecord, str]]:
         """Calls that build an optimizer, with how a message names them."""
@@ -407,11 +373,8 @@ class ModelAnalysis:
                 and bool(func.args)
                 and source.qualname(func.args[0].value, call.scope) == "torch.optim"
             )
-        if isinstance(func, cst.Name):
-            last = func.value
-        elif isinstance(func, cst.Attribute):
-            last = func.attr.value
-        else:
+        last = _last_name(func)
+        if not last:
             return False
         if _is_factory(last) or last in _OPTIMIZER_CLASSES:
             return True
@@ -436,7 +399,7 @@ class ModelAnalysis:
             if root is not None:
                 yield root, scope
             return
-        factory = _is_factory(self.source.code(func).rsplit(".", 1)[-1])
+        factory = _is_factory(_last_name(func))
         for arg in call.args:
             if factory and isinstance(arg.value, (cst.Name, cst.Attribute)):
                 root = self._root_of(arg.value, scope)
@@ -450,7 +413,7 @@ class ModelAnalysis:
         """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values."""
         if depth > MAX_DEPTH:
             return
-        for node in _subexpressions(expr):
+        for node in subexpressions(expr):
             if isinstance(node, cst.Call):
                 func = node.func
                 if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
@@ -481,10 +444,7 @@ class ModelAnalysis:
         return any(self._builds_module(a.value, a.scope) for a in self.source.assigned_values(root, scope))
 
     def _builds_module(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            if value.func.attr.value not in _PLACEMENTS:
-                break
-            value = value.func.value
+        value = _unplaced(value)
         if not isinstance(value, cst.Call):
             return False
         qualname = self.source.qualname(value.func, scope) or ""
@@ -542,18 +502,13 @@ class ModelAnalysis:
                 if target is not None and target[0] not in model.involved:
                     model.involved.append(target[0])
 
-    def _assignment_of(self, value: cst.BaseExpression) -> cst.CSTNode | None:
-        for bindings in self._assignments_by_value.get(id(value), []):
-            return bindings
-        return None
+    def _assignment_of(self, value: cst.BaseExpression) -> cst.Assign | None:
+        """The `self.x = value` statement of a value (the collector keeps the value only)."""
+        return self._assignments_by_value.get(id(value))
 
     @cached_property
-    def _assignments_by_value(self) -> dict[int, list[cst.CSTNode]]:
-        """`self.x = value` statements by the id of their value (the collector keeps the value only)."""
-        table: dict[int, list[cst.CSTNode]] = {}
-        for statement in _assign_statements(self.source.module):
-            table.setdefault(id(statement.value), []).append(statement)
-        return table
+    def _assignments_by_value(self) -> dict[int, cst.Assign]:
+        return {id(statement.value): statement for statement in assign_statements(self.source.module)}
 
     def _event(self, model: Model, kind: str, node: cst.CSTNode, statement: cst.CSTNode | None) -> None:
         record = self._call_records.get(id(node))
@@ -609,11 +564,7 @@ class ModelAnalysis:
 
     def _mentions_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`expr` is the model, or the model placed (`model.to(device)`)."""
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            if expr.func.attr.value not in _PLACEMENTS:
-                return False
-            expr = expr.func.value
-        return self._is_model(model, expr, scope)
+        return self._is_model(model, _unplaced(expr), scope)
 
     def _call_on_model(self, model: Model, call: CallRecord) -> None:
         """Calls that act on the model: `model.to(...)`, `model.compile()`, `torch.save(model)`, EMA
@@ -642,11 +593,7 @@ class ModelAnalysis:
         if qualname == "torch.save" and self._is_model(model, first, call.scope):
             self._event(model, "save-whole", call.node, None)
             return
-        if qualname:
-            name = qualname.rsplit(".", 1)[-1]
-        else:
-            name = func.value if isinstance(func, cst.Name) else dotted(func) or ""
-            name = name.rsplit(".", 1)[-1]
+        name = qualname.rsplit(".", 1)[-1] if qualname else _last_name(func)
         ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
         if ema and any(self._mentions_model(model, p, call.scope) for p in positional):
             self._event(model, "ema", call.node, None)
@@ -683,7 +630,7 @@ class ModelAnalysis:
     def _expression_statements(self) -> dict[int, cst.Expr]:
         return {
             id(small.value): small
-            for line in _simple_lines(self.source.module)
+            for line in simple_lines(self.source.module)
             for small in line.body
             if isinstance(small, cst.Expr) and len(line.body) == 1
         }
@@ -694,7 +641,7 @@ class ModelAnalysis:
     def compile_sites(self) -> list[CompileSite]:
         source = self.source
         sites: list[CompileSite] = []
-        targets = {id(s.value): s for s in _assign_statements(source.module) if len(s.targets) == 1}
+        targets = {id(s.value): s for s in assign_statements(source.module) if len(s.targets) == 1}
         for call in source.calls:
             node = call.node
             func = node.func
@@ -751,10 +698,7 @@ class ModelAnalysis:
         if depth > MAX_DEPTH:
             return False
         source = self.source
-        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            if expr.func.attr.value not in _PLACEMENTS:
-                break
-            expr = expr.func.value
+        expr = _unplaced(expr)
         if isinstance(expr, cst.Call):
             if source.qualname(expr.func, scope) == _SEQUENTIAL:
                 return True
@@ -772,10 +716,7 @@ class ModelAnalysis:
         """`model = model.to(device)`, `model = DDP(model)`: the same module again (placed or wrapped), not a
         new build; what it is, is decided where it was built."""
         code = self.source.code(expr)
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            if value.func.attr.value not in _PLACEMENTS:
-                break
-            value = value.func.value
+        value = _unplaced(value)
         if isinstance(value, cst.Call) and any(
             self.source.code(arg.value) == code for arg in value.args if not arg.keyword
         ):
@@ -810,16 +751,6 @@ class ModelAnalysis:
         return max(module.analysis(DeviceAnalysis).evidence.device for module in model.involved)
 
 
-def argument_for_fit(call: cst.Call) -> cst.BaseExpression | None:
-    """The module `trainer.fit(...)` trains: its first positional argument or `model=`."""
-    for arg in call.args:
-        if arg.keyword is None and not arg.star:
-            return arg.value
-        if arg.keyword is not None and arg.keyword.value == "model":
-            return arg.value
-    return None
-
-
 def _relative(path: str, seen_from: str) -> str:
     """`path` as a reader of `seen_from` finds it (`engine.py`, `../utils/engine.py`)."""
     import os
@@ -828,6 +759,22 @@ def _relative(path: str, seen_from: str) -> str:
         return os.path.relpath(path, os.path.dirname(os.path.abspath(seen_from)))
     except ValueError:  # another drive (Windows)
         return path
+
+
+def _unplaced(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`Net().to(device).cuda()` -> `Net()`: the module a chain of placements moves."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value not in _PLACEMENTS:
+            break
+        expr = expr.func.value
+    return expr
+
+
+def _last_name(func: cst.BaseExpression) -> str:
+    """The called name: `AdamW` of `torch.optim.AdamW`, `smart_optimizer`; "" for other callees."""
+    if isinstance(func, cst.Name):
+        return func.value
+    return func.attr.value if isinstance(func, cst.Attribute) else ""
 
 
 def _is_factory(name: str) -> bool:
@@ -841,74 +788,6 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and len(expr.args) == 1:
         expr = expr.args[0].value
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
-
-
-def _simple_lines(module: cst.Module) -> Iterator[cst.SimpleStatementLine]:
-    """Every statement line, found through the statement containers only (LibCST's `children` rebuilds
-    child lists on every call: walking expressions with it costs more than the parse)."""
-    stack: list[cst.CSTNode] = list(reversed(module.body))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.SimpleStatementLine):
-            yield node
-            continue
-        inner: list[cst.CSTNode] = []
-        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
-            part = getattr(node, name, None)
-            if part is None or isinstance(part, cst.SimpleStatementSuite):
-                continue  # `if x: y = 1` on one line: not a statement of its own line
-            if isinstance(part, (list, tuple)):
-                inner.extend(part)
-            elif isinstance(part, cst.IndentedBlock):
-                inner.extend(part.body)
-            else:  # Else, Finally, If (elif): a container with a body of its own
-                inner.append(part)
-        stack.extend(reversed(inner))
-
-
-def _subexpressions(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """`expr` and the expressions inside it that can carry parameters to an optimizer (calls, containers,
-    comprehensions, operators), without LibCST's costly `children`."""
-    stack: list[cst.CSTNode] = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, cst.Call):
-            stack.append(node.func)
-            stack.extend(arg.value for arg in node.args)
-        elif isinstance(node, cst.Attribute):
-            stack.append(node.value)
-        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
-            stack.extend(element.value for element in node.elements)
-        elif isinstance(node, cst.Dict):
-            stack.extend(e.value for e in node.elements)
-        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            stack.append(node.elt)
-            stack.extend(_comprehension_iters(node.for_in))
-        elif isinstance(node, cst.DictComp):
-            stack.append(node.value)
-            stack.extend(_comprehension_iters(node.for_in))
-        elif isinstance(node, cst.BinaryOperation):
-            stack.extend((node.left, node.right))
-        elif isinstance(node, cst.Subscript):
-            stack.append(node.value)
-        elif isinstance(node, cst.IfExp):
-            stack.extend((node.body, node.orelse))
-
-
-def _comprehension_iters(for_in: cst.CompFor) -> list[cst.BaseExpression]:
-    found = [for_in.iter]
-    while for_in.inner_for_in is not None:
-        for_in = for_in.inner_for_in
-        found.append(for_in.iter)
-    return found
-
-
-def _assign_statements(module: cst.Module) -> Iterator[cst.Assign]:
-    for line in _simple_lines(module):
-        for small in line.body:
-            if isinstance(small, cst.Assign):
-                yield small
 
 
 class CompileQuestions:

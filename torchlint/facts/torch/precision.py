@@ -29,6 +29,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.values import literal_of
+from torchlint.facts.syntax.walk import simple_lines, statements
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -655,32 +656,12 @@ def _framework_of(qualname: str) -> str:
     return ""
 
 
-def _statements(node: cst.CSTNode):
-    """`node` and the statements, blocks and clauses below it, in the order of the text, found through
-    statement containers only (LibCST's `children` rebuilds child lists on every call: walking the whole
-    tree with it costs more than the analyses)."""
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        if isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            continue
-        inner: list[cst.CSTNode] = []
-        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
-            part = getattr(current, name, None)
-            if isinstance(part, (list, tuple)):
-                inner.extend(p for p in part if isinstance(p, cst.CSTNode))
-            elif isinstance(part, cst.CSTNode):
-                inner.append(part)
-        stack.extend(reversed(inner))
-
-
 def _withs(node: cst.CSTNode):
-    return (found for found in _statements(node) if isinstance(found, cst.With))
+    return (found for found in statements(node) if isinstance(found, cst.With))
 
 
 def _blocks(node: cst.CSTNode):
-    return (found for found in _statements(node) if isinstance(found, cst.IndentedBlock))
+    return (found for found in statements(node) if isinstance(found, cst.IndentedBlock))
 
 
 def _calls_in(node: cst.CSTNode):
@@ -696,7 +677,7 @@ def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
 
 def _assignment_targets(module: cst.Module):
     """(id of the value, target) for `target = value` with one Name or attribute target."""
-    for statement in _simple_statements(module):
+    for statement in simple_lines(module):
         for small in statement.body:
             target = None
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -711,10 +692,6 @@ def _assignment_targets(module: cst.Module):
                 yield id(value.body), target
                 yield id(value.orelse), target
                 value = value.orelse
-
-
-def _simple_statements(node: cst.CSTNode):
-    return (found for found in _statements(node) if isinstance(found, cst.SimpleStatementLine))
 
 
 __all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "ScalerPlan", "Switch"]

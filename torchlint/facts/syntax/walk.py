@@ -1,0 +1,81 @@
+"""Walks of the syntax tree that the analyses share, through the fields that matter only.
+
+LibCST's `node.children` rebuilds a node's child list on every call: walking a whole module with it costs
+more than the analyses that ask. These walks go through statement containers (bodies, clauses, handlers) or,
+for expressions, through the fields that can carry a value (calls, containers, comprehensions, operators).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from torchlint._lazy import cst
+
+
+def statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and the statements, blocks and clauses below it, in the order of the text. A one-line suite
+    (`if x: y = 1`) is yielded but not entered: its statements do not stand on lines of their own."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            continue
+        inner: list[cst.CSTNode] = []
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+            part = getattr(current, name, None)
+            if isinstance(part, (list, tuple)):
+                inner.extend(p for p in part if isinstance(p, cst.CSTNode))
+            elif isinstance(part, cst.CSTNode):
+                inner.append(part)
+        stack.extend(reversed(inner))
+
+
+def simple_lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
+    """Every statement line below `node` (a line of small statements: assignments, expressions)."""
+    return (found for found in statements(node) if isinstance(found, cst.SimpleStatementLine))
+
+
+def assign_statements(module: cst.Module) -> Iterator[cst.Assign]:
+    for line in simple_lines(module):
+        for small in line.body:
+            if isinstance(small, cst.Assign):
+                yield small
+
+
+def subexpressions(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`expr` and the expressions inside it that can carry parameters to an optimizer (calls, containers,
+    comprehensions, operators), without LibCST's costly `children`."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, cst.Call):
+            stack.append(node.func)
+            stack.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            stack.extend(element.value for element in node.elements)
+        elif isinstance(node, cst.Dict):
+            stack.extend(e.value for e in node.elements)
+        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            stack.append(node.elt)
+            stack.extend(_comprehension_iters(node.for_in))
+        elif isinstance(node, cst.DictComp):
+            stack.append(node.value)
+            stack.extend(_comprehension_iters(node.for_in))
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.IfExp):
+            stack.extend((node.body, node.orelse))
+
+
+def _comprehension_iters(for_in: cst.CompFor) -> list[cst.BaseExpression]:
+    found = [for_in.iter]
+    while for_in.inner_for_in is not None:
+        for_in = for_in.inner_for_in
+        found.append(for_in.iter)
+    return found
