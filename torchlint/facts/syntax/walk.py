@@ -79,3 +79,25 @@ def _comprehension_iters(for_in: cst.CompFor) -> list[cst.BaseExpression]:
         for_in = for_in.inner_for_in
         found.append(for_in.iter)
     return found
+
+
+def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """Every call inside `node`, through all of its children: for one small subtree (a `with` body, a
+    statement), never for a whole module."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(reversed(current.children))
+
+
+def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    """`target` is `node` or inside it (through all children: for small subtrees, as `calls_in`)."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if current is target:
+            return True
+        stack.extend(current.children)
+    return False

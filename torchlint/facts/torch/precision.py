@@ -29,7 +29,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.values import literal_of
-from torchlint.facts.syntax.walk import simple_lines, statements
+from torchlint.facts.syntax.walk import calls_in, contains, simple_lines, statements
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -177,14 +177,15 @@ class PrecisionAnalysis:
             how = "decorator"
         elif call is not None:
             how = self._use_of(call)
-        elif self._partial_of(ref) is not None:
-            call = self._partial_of(ref)
+        elif (partial := self._partial_of(ref)) is not None:
+            call = partial
             how = "`functools.partial`"
         dtype, explicit, enabled = "unknown", False, "yes"
         if call is not None:
-            arguments = read_call(source, call, ref.scope, _OLD_SIGNATURE if legacy else _NEW_SIGNATURE)
             if how == "`functools.partial`":  # partial(torch.autocast, device_type=...): keywords only
                 arguments = read_call(source, call, ref.scope)
+            else:
+                arguments = read_call(source, call, ref.scope, _OLD_SIGNATURE if legacy else _NEW_SIGNATURE)
             if not legacy:
                 given = arguments.get("device_type")
                 if given is not None and given.expression is not None:
@@ -222,6 +223,7 @@ class PrecisionAnalysis:
     def _with_items(self) -> dict[int, tuple[cst.WithItem, cst.With]]:
         return {id(item.item): (item, node) for node in _withs(self.source.module) for item in node.items}
 
+    @cached_property
     def regions(self) -> list[tuple[AutocastSite, cst.With]]:
         """`with` statements that open an enabled autocast context: directly (`with torch.autocast(...)`)
         or through a variable holding one (`with ctx:`)."""
@@ -229,20 +231,19 @@ class PrecisionAnalysis:
         by_call = {id(s.call): s for s in sites if s.call is not None and s.how == "`with`"}
         by_name = {s.how[len("variable `") : -1]: s for s in sites if s.how.startswith("variable `")}
         found = []
-        for node in _withs(self.source.module):
-            for item in node.items:
-                site = by_call.get(id(item.item))
-                if site is None and isinstance(item.item, (cst.Name, cst.Attribute)):
-                    site = by_name.get(self.source.code(item.item))
-                if site is not None:
-                    found.append((site, node))
+        for item, node in self._with_items.values():
+            site = by_call.get(id(item.item))
+            if site is None:
+                site = by_name.get(dotted(item.item) or "")
+            if site is not None:
+                found.append((site, node))
         return found
 
     def backward_in_autocast(self) -> list[BackwardInAutocast]:
         """Backward calls written inside an autocast region (TL305), with how to move them out."""
         found = []
-        for site, node in self.regions():
-            for call in _calls_in(node.body):
+        for site, node in self.regions:
+            for call in calls_in(node.body):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "backward":
                     found.append(BackwardInAutocast(call, site, *self._dedent(node, call)))
@@ -255,7 +256,7 @@ class PrecisionAnalysis:
         inner = node.body
         if not isinstance(inner, cst.IndentedBlock):
             return None, None, 0
-        index = next((i for i, s in enumerate(inner.body) if _contains(s, call)), None)
+        index = next((i for i, s in enumerate(inner.body) if contains(s, call)), None)
         if not index or not isinstance(inner.body[index], cst.SimpleStatementLine):
             return None, None, 0
         parent = next((b for b in _blocks(self.source.module) if any(s is node for s in b.body)), None)
@@ -292,10 +293,10 @@ class PrecisionAnalysis:
 
         loops = self.source.analysis(TrainingAnalysis).training_loops
         found: list[tuple[AutocastSite, LoopRecord]] = []
-        for site, node in self.regions():
+        for site, node in self.regions:
             if site.dtype not in ("float16", "float16 or bfloat16") or site.device == "cpu":
                 continue
-            loop = next((loop for loop in loops if _contains(loop.node, node)), None)
+            loop = next((loop for loop in loops if contains(loop.node, node)), None)
             if loop is not None and all(site is not seen for seen, _ in found):
                 found.append((site, loop))
         return found
@@ -479,9 +480,6 @@ class PrecisionAnalysis:
                     scaler.uses.setdefault("__call__", []).append(record)
         return scaler
 
-    def scaler_named(self, name: str) -> Scaler | None:
-        return next((s for s in self.scalers if s.name == name), None)
-
     # -- precision supplied another way ---------------------------------------------------------------------
 
     @cached_property
@@ -633,7 +631,10 @@ class PrecisionAnalysis:
                 continue
             forward = cls.methods.get("forward")
             decorated = forward is not None and any(
-                "custom_fwd" in source.code(d.decorator) for d in forward.node.decorators
+                (
+                    dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or ""
+                ).endswith("custom_fwd")
+                for d in forward.node.decorators
             )
             if not decorated:
                 return (
@@ -662,17 +663,6 @@ def _withs(node: cst.CSTNode):
 
 def _blocks(node: cst.CSTNode):
     return (found for found in statements(node) if isinstance(found, cst.IndentedBlock))
-
-
-def _calls_in(node: cst.CSTNode):
-    if isinstance(node, cst.Call):
-        yield node
-    for child in node.children:
-        yield from _calls_in(child)
-
-
-def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    return node is target or any(_contains(child, target) for child in node.children)
 
 
 def _assignment_targets(module: cst.Module):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.walk import calls_in, contains
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -90,7 +91,7 @@ def _step(
     if backward is None:
         return TrainingStep(forward, None, block, (), "the backward call is not with the forward call")
     statements = list(block.body)
-    end = next((i for i in range(index, len(statements)) if _contains(statements[i], backward)), None)
+    end = next((i for i in range(index, len(statements)) if contains(statements[i], backward)), None)
     if end is None or end == index:
         return TrainingStep(
             forward, backward, block, (), "the backward pass is not a later statement of the same block"
@@ -105,7 +106,7 @@ def _step(
             return TrainingStep(
                 forward, backward, block, (), "the forward and loss statements are not simple statements"
             )
-        if any(_optimizer_call(node) for node in _calls_in(statement)):
+        if any(_optimizer_call(node) for node in calls_in(statement)):
             return TrainingStep(
                 forward, backward, block, (), "an optimizer call sits between the forward and the loss"
             )
@@ -165,7 +166,7 @@ def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuit
     """The block and index of the statement that holds `call`, searching compound statements inward."""
     if isinstance(node, cst.IndentedBlock):
         for index, statement in enumerate(node.body):
-            if not _contains(statement, call):
+            if not contains(statement, call):
                 continue
             if isinstance(statement, cst.SimpleStatementLine):
                 return node, index
@@ -181,19 +182,6 @@ def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuit
             if found is not None:
                 return found
     return None
-
-
-def _contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    if node is target:
-        return True
-    return any(_contains(child, target) for child in node.children)
-
-
-def _calls_in(node: cst.CSTNode):
-    if isinstance(node, cst.Call):
-        yield node
-    for child in node.children:
-        yield from _calls_in(child)
 
 
 def _optimizer_call(call: cst.Call) -> bool:
