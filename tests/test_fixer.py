@@ -562,3 +562,102 @@ def test_a_lone_carriage_return_ends_a_line_for_positions_fixes_and_noqa():
     assert fix(source, select=("TL304",)) == source.replace(
         "scaler = torch.cuda.amp.GradScaler()\ndoc", 'scaler = torch.amp.GradScaler("cuda")\ndoc'
     )
+
+
+# -- edits that must stay valid code and keep what the author wrote (reliability report M4, M5, M6, L1, L2) --
+
+
+def test_a_string_written_inside_an_f_string_takes_the_other_quote():
+    """Before Python 3.12 an f-string's replacement field may not reuse its quote."""
+    result = _fix('import torch\nx = f"{torch.cuda.amp.GradScaler(init_scale=2.0)!s:{w}}"\n')
+    assert result.text == "import torch\nx = f\"{torch.amp.GradScaler('cuda', init_scale=2.0)!s:{w}}\"\n"
+    assert result.warnings == []
+
+
+def test_no_fix_inside_f_strings_that_use_both_quotes():
+    source = "import torch\ny = f'{f\"{torch.cuda.amp.autocast()}\"}'\n"
+    result = _fix(source)
+    assert result.text == source
+    assert [d.code for d in result.diagnostics] == ["TL303"]
+    assert result.diagnostics[0].fix is None
+
+
+def test_an_import_re_exported_through_dunder_all_is_kept():
+    result = _fix("from torch.cuda.amp import GradScaler\n__all__ = ['GradScaler']\ns = GradScaler()\n")
+    assert result.text == (
+        "from torch.cuda.amp import GradScaler\nimport torch\n"
+        "__all__ = ['GradScaler']\ns = torch.amp.GradScaler(\"cuda\")\n"
+    )
+
+
+def test_a_lazy_import_inside_a_function_stays_inside_it():
+    """A module that could be imported without torch still can."""
+    result = _fix(
+        """\
+        def make_scaler():
+            from torch.cuda.amp import GradScaler
+            return GradScaler()
+
+
+        def run():
+            ready = True
+            from torch.cuda.amp import autocast, GradScaler
+            with autocast():
+                return GradScaler()
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        def make_scaler():
+            import torch
+            return torch.amp.GradScaler("cuda")
+
+
+        def run():
+            ready = True
+            import torch
+            with torch.amp.autocast("cuda"):
+                return torch.amp.GradScaler("cuda")
+        """
+    )
+
+
+def test_comments_inside_a_removed_import_are_kept():
+    result = _fix(
+        """\
+        import torch
+        from torch.cuda.amp import (  # pinned: see the release notes
+            GradScaler,  # the fp16 scaler
+        )
+        s = GradScaler()
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        import torch
+        # pinned: see the release notes
+        # the fp16 scaler
+        s = torch.amp.GradScaler("cuda")
+        """
+    )
+
+
+def test_the_diff_counts_lines_as_patch_does_across_form_feeds_and_line_separators():
+    before = "import torch\n# page\x0cbreak\u2028 here\nscaler = torch.cuda.amp.GradScaler()\n"
+    after = before.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    assert unified_diff("t.py", before, after) == (
+        "--- t.py\n+++ t.py\n@@ -1,3 +1,3 @@\n"
+        " import torch\n"
+        " # page\x0cbreak\u2028 here\n"
+        "-scaler = torch.cuda.amp.GradScaler()\n"
+        '+scaler = torch.amp.GradScaler("cuda")\n'
+    )
+
+
+def test_valid_code_nested_deeper_than_the_default_recursion_limit_is_checked_and_fixed():
+    """300 implicitly concatenated strings in parentheses: valid Python, and a tree 300 levels deep."""
+    strings = "\n".join(['"a" "b"'] * 300)
+    source = f"import torch\nscaler = torch.cuda.amp.GradScaler()\nx = ({strings})\n"
+    result = _fix(source)
+    assert result.text == source.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    assert (result.fixed, result.diagnostics, result.warnings) == (1, [], [])

@@ -18,6 +18,7 @@ leaves the file exactly as it was. It:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -97,20 +98,45 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
 
 
 def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:
-    """Overwrite and truncate the one inode all the hard links share; put the original back on failure."""
-    with open(target, "r+b") as handle:
+    """Overwrite and truncate the one inode all the hard links share; put the original back on failure.
+
+    The space the new text needs is reserved first, so a full disk refuses the write before a byte of the
+    file changes; the writes are unbuffered, so that putting the original back does not first flush the
+    failed write again (the original fits: its blocks are the file's own)."""
+    fd = os.open(target, os.O_RDWR)
+    try:
+        _reserve(fd, len(data))
         try:
-            handle.write(data)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
         except BaseException:
             with contextlib.suppress(OSError):
-                handle.seek(0)
-                handle.write(original)
-                handle.truncate()
-                handle.flush()
+                _write_all(fd, original)
+                os.ftruncate(fd, len(original))
+                os.fsync(fd)
             raise
+    finally:
+        os.close(fd)
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate `size` bytes of the file's storage up front (ENOSPC then, with the file untouched); a file
+    system that cannot preallocate is written without it."""
+    if not hasattr(os, "posix_fallocate") or size == 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as error:
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], written)
 
 
 def _owner(path: str) -> tuple[int, int]:

@@ -93,7 +93,8 @@ class _DeprecatedAmpRule(Rule):
             call_hint = f"{target}({device}, ...)"
         message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
 
-        torch = build.name_module(facts.source, "torch", ref.scope)
+        from_import = ref.bindings[0] if ref.imported_from(_DEPRECATED_MODULES) else None
+        torch = build.name_module(facts.source, "torch", ref.scope, beside=from_import)
         if torch is None:
             return message, None
         torch_name, imports = torch

@@ -117,6 +117,40 @@ class SourceModule:
     def references_of(self, binding: Binding) -> list[Reference]:
         return self._references_by_binding.get(id(binding), [])
 
+    @cached_property
+    def exported_names(self) -> frozenset[str]:
+        """The names the module's `__all__` lists (assigned, `+=`, `.extend`/`.append`), read from its
+        top-level statements: removing an import of one of them breaks `from module import *` users."""
+        names: set[str] = set()
+        for line in self.module.body:
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for small in line.body:
+                listed: cst.BaseExpression | None = None
+                if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = (
+                        [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    )
+                    if any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+                        listed = small.value
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    func = small.value.func
+                    if (
+                        isinstance(func, cst.Attribute)
+                        and isinstance(func.value, cst.Name)
+                        and func.value.value == "__all__"
+                        and small.value.args
+                    ):
+                        listed = small.value.args[0].value
+                        if func.attr.value == "append":
+                            listed = cst.List([cst.Element(listed)])
+                if isinstance(listed, (cst.List, cst.Tuple, cst.Set)):
+                    for element in listed.elements:
+                        value = element.value
+                        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                            names.add(value.evaluated_value)
+        return frozenset(names)
+
     def name_for_module(self, qualname: str, scope: Scope) -> str | None:
         """A dotted expression that means module `qualname` in `scope`, or None if the code has none."""
         module_scope = self.module_scope
