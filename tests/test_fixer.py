@@ -661,3 +661,30 @@ def test_valid_code_nested_deeper_than_the_default_recursion_limit_is_checked_an
     result = _fix(source)
     assert result.text == source.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
     assert (result.fixed, result.diagnostics, result.warnings) == (1, [], [])
+
+
+@pytest.mark.parametrize(
+    ("call", "fixed"),
+    [
+        (
+            "DataLoader(\n    ds,\n    batch_size=4\n)",
+            "DataLoader(\n    ds,\n    batch_size=4,\n    pin_memory=True\n)",
+        ),
+        ("DataLoader(\n    ds)", "DataLoader(\n    ds,\n    pin_memory=True)"),
+        (
+            "DataLoader(ds,\n           batch_size=4)",
+            "DataLoader(ds,\n           batch_size=4,\n           pin_memory=True)",
+        ),
+        ("DataLoader(ds, batch_size=4)", "DataLoader(ds, batch_size=4, pin_memory=True)"),
+    ],
+)
+def test_a_keyword_added_to_a_call_follows_the_call_s_own_layout(call, fixed):
+    """One argument per line stays one per line, with no trailing whitespace and `)` where it was."""
+    source = (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "model = Net().cuda()\nopt = torch.optim.SGD(model.parameters())\n"
+        f"loader = {call}\n"
+        "for x, y in loader:\n    opt.zero_grad()\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
+    )
+    result = Linter().fix_text("example.py", source, settings(select=("TL202",)), True)
+    assert result.text == source.replace(call, fixed)

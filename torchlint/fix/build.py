@@ -375,10 +375,16 @@ def _insert_argument(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.
         else:
             between = cst.Comma(whitespace_after=_fresh_line(call.whitespace_before_args))
         return [*args[:-1], last.with_changes(comma=between), new_arg.with_changes(comma=last.comma)]
+    # No trailing comma: the new argument goes where the last one ends (before the whitespace that closes
+    # the call, which it takes over), after the separator the other arguments use.
+    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+        between = args[-2].comma
+    else:
+        between = cst.Comma(whitespace_after=_fresh_line(call.whitespace_before_args))
     return [
         *args[:-1],
-        last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-        new_arg,
+        last.with_changes(comma=between, whitespace_after_arg=cst.SimpleWhitespace("")),
+        new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg),
     ]
 
 

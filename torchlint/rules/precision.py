@@ -78,6 +78,8 @@ class _DeprecatedAmpRule(Rule):
             new = owned[old]
             if not self.torch_supports(new.since):
                 continue
+            if facts.source.is_fallback_for(ref.expr, "torch.amp"):
+                continue  # the old API where the new one is missing (old torch): it must stay
             shown_old = ".".join(old.split(".")[:3] + [old.rsplit(".", 1)[1]])
             message, fix = self.rewrite(facts, ref, shown_old, new)
             yield self.finding(facts, ref.expr, message, fix)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax import walk
 from torchlint.facts.syntax.collect import (
     CallRecord,
     ClassRecord,
@@ -116,6 +117,36 @@ class SourceModule:
 
     def references_of(self, binding: Binding) -> list[Reference]:
         return self._references_by_binding.get(id(binding), [])
+
+    @cached_property
+    def _try_statements(self) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]:
+        """Each `try` statement's body span and its handlers' spans."""
+        return [
+            (self.span(statement.body), [self.span(handler) for handler in statement.handlers])
+            for statement in walk.statements(self.module)
+            if isinstance(statement, (cst.Try, cst.TryStar))
+        ]
+
+    def is_fallback_for(self, node: cst.CSTNode, module: str) -> bool:
+        """Whether `node` sits in an `except` handler of a `try` whose body uses or imports something from
+        `module`: the fallback that runs when the newer API is missing (`try: torch.amp.GradScaler("cuda")
+        except AttributeError: torch.cuda.amp.GradScaler()`), which must stay the older API."""
+        start = self.span(node)[0]
+        for (body_start, body_end), handlers in self._try_statements:
+            if not any(h_start <= start < h_end for h_start, h_end in handlers):
+                continue
+            inside = range(body_start, body_end)
+            for ref in self.references:
+                qualname = ref.qualname or ""
+                if (qualname == module or qualname.startswith(module + ".")) and self.span(ref.expr)[
+                    0
+                ] in inside:
+                    return True
+            for statement in walk.statements(self.module):
+                if isinstance(statement, cst.SimpleStatementLine) and self.span(statement)[0] in inside:
+                    if any(module in _imported_modules(small) for small in statement.body):
+                        return True
+        return False
 
     @cached_property
     def exported_names(self) -> frozenset[str]:
@@ -492,6 +523,24 @@ class SourceModule:
         if body:
             return self.line_span(body[0])[0]
         return len(self.text)
+
+
+def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
+    """The modules an import statement names, with their parents (`import torch.amp` names both)."""
+    named: list[str] = []
+    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+        base = dotted(small.module)
+        if base is not None:
+            named.append(base)
+            if not isinstance(small.names, cst.ImportStar):
+                named.extend(f"{base}.{dotted(alias.name)}" for alias in small.names)
+    elif isinstance(small, cst.Import):
+        named.extend(d for d in (dotted(alias.name) for alias in small.names) if d is not None)
+    found: set[str] = set()
+    for name in named:
+        parts = name.split(".")
+        found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return found
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
