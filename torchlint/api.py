@@ -79,7 +79,7 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     try:
         options.overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
-        targets = discover(options.paths, resolver, options.force_exclude)
+        targets = discover(options.paths, resolver, options.force_exclude, outcome.warnings)
     except ConfigError as error:
         outcome.errors.append(str(error))
         return outcome

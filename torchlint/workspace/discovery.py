@@ -213,8 +213,15 @@ class MissingPath(Exception):
     pass
 
 
-def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool) -> list[Target]:
-    """Every file to check, each once, sorted as the output will be; asked of the resolver's FileSystem."""
+def discover(
+    paths: list[Path], resolver: SettingsResolver, force_exclude: bool, notes: list[str] | None = None
+) -> list[Target]:
+    """Every file to check, each once, sorted as the output will be; asked of the resolver's FileSystem.
+
+    A symlink met in a folder walk is followed only while it stays inside the folder walked: one that
+    leads out (to `~/.git-credentials`, to another project's file) is not the project's, would be printed
+    in findings and rewritten by `--fix`, and is skipped, with a line in `notes`. A path named on the
+    command line is always followed."""
     fs = resolver.fs
     for path in paths:
         if not fs.exists(path) and not fs.is_symlink(path):
@@ -223,7 +230,7 @@ def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool)
     seen: set[object] = set()
     targets: list[Target] = []
     for path in paths:
-        for file, display in _expand(path, resolver, gitignore, force_exclude):
+        for file, display in _expand(path, resolver, gitignore, force_exclude, notes):
             real = _identity(file, fs)
             if real in seen:
                 continue
@@ -245,7 +252,11 @@ def _identity(file: Path, fs: FileSystem) -> object:
 
 
 def _expand(
-    path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
+    path: Path,
+    resolver: SettingsResolver,
+    gitignore: GitIgnore,
+    force_exclude: bool,
+    notes: list[str] | None = None,
 ) -> Iterator[tuple[Path, str]]:
     if not resolver.fs.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
         if force_exclude and force_excluded(path, resolver.for_file(path), gitignore):
@@ -253,7 +264,29 @@ def _expand(
         yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
-    yield from _walk(path, resolver, gitignore, visited, force_exclude)
+    inside = _Inside(path.resolve(), notes if notes is not None else [])
+    yield from _walk(path, resolver, gitignore, visited, force_exclude, inside)
+
+
+@dataclass
+class _Inside:
+    """The real path of the folder a walk started from, and where skipped symlinks are noted."""
+
+    top: Path
+    notes: list[str]
+
+    def keeps(self, link: Path) -> bool:
+        try:
+            real = link.resolve()
+        except (RuntimeError, OSError):  # a loop: reported (TL002) when it is read
+            return True
+        if real == self.top or self.top in real.parents:
+            return True
+        self.notes.append(
+            f"{display_name(link)}: not checked: a symlink to {real}, outside the folder checked "
+            "(name it on the command line to check it)"
+        )
+        return False
 
 
 def force_excluded(path: Path, settings: Settings, gitignore: GitIgnore) -> bool:
@@ -268,6 +301,7 @@ def _walk(
     gitignore: GitIgnore,
     visited: set[tuple[int, int]],
     force_exclude: bool,
+    inside: _Inside,
 ) -> Iterator[tuple[Path, str]]:
     directory = directory.absolute()
     fs = resolver.fs
@@ -292,10 +326,14 @@ def _walk(
             settings.respect_gitignore and gitignore.ignored(child, is_dir)
         ):
             continue
-        if entry.name.endswith(".py"):
+        if not (entry.name.endswith(".py") or is_dir):
+            continue
+        if fs.entry_kind(entry, follow_symlinks=False) == "link" and not inside.keeps(child):
+            continue
+        if entry.name.endswith(".py"):  # a folder named x.py too: reported (TL002)
             yield child, display_name(child)
-        elif is_dir:
-            yield from _walk(child, resolver, gitignore, visited, force_exclude)
+        else:
+            yield from _walk(child, resolver, gitignore, visited, force_exclude, inside)
 
 
 def display_name(path: Path) -> str:
