@@ -70,7 +70,7 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
 
 
 def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
-    from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+    from torchlint.workspace.discovery import Notes, SettingsResolver, discover
     from torchlint.workspace.settings import ConfigError
 
     outcome = Outcome()
@@ -79,12 +79,11 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     try:
         options.overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
-        targets = discover(options.paths, resolver, options.force_exclude, outcome.warnings)
+        targets = discover(
+            options.paths, resolver, options.force_exclude, Notes(outcome.warnings, outcome.errors)
+        )
     except ConfigError as error:
         outcome.errors.append(str(error))
-        return outcome
-    except MissingPath as missing:
-        outcome.errors.append(f"{missing}: no such file or directory")
         return outcome
 
     worker = _Worker(linter, options, fs)
