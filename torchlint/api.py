@@ -112,23 +112,52 @@ def available_cpus() -> int:
 
 
 def _in_parallel(targets: list[Target], options: RunOptions, jobs: int) -> list[Outcome]:
+    """The targets checked by `jobs` worker processes, in order.
+
+    Stopping is the parent's: workers ignore SIGINT (Ctrl-C reaches the whole process group), and when the
+    parent is interrupted or fails it raises `stop`, which each worker checks before every file, so no file
+    is started after that (one being written is finished: writes are atomic). A worker whose parent died
+    (SIGKILL, the OOM killer, a CI timeout) stops the same way, seeing that its parent is no longer the one
+    that started it.
+    """
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    context = multiprocessing.get_context()
+    stop = context.Event()
     chunk = max(1, len(targets) // (jobs * 4))
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(options,)) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(options, stop, os.getpid()),
+    )
+    try:
         return list(pool.map(_check_in_worker, targets, chunksize=chunk))
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 _process_worker: _Worker | None = None
+_process_stop = None  # the parent's stop event, in a worker process
+_process_parent = 0  # the pid of the parent that started this worker
 
 
-def _start_worker(options: RunOptions) -> None:
+def _start_worker(options: RunOptions, stop, parent: int) -> None:
     """A worker process's own FileSystem (recording when the parent records) and linter."""
+    import signal
+
     from torchlint.cache import replay as replays
     from torchlint.cache.fs import RecordingFileSystem
     from torchlint.linter import Linter
 
-    global _process_worker
+    global _process_worker, _process_stop, _process_parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _process_stop, _process_parent = stop, parent
     fs = RecordingFileSystem() if replays.replayable(options) else FileSystem()
     _process_worker = _Worker(Linter(prefilter=options.prefilter, fs=fs), options, fs)
 
@@ -137,6 +166,10 @@ def _check_in_worker(target: Target) -> Outcome:
     """One file in a worker process; what it read comes back with the outcome, for the parent's record."""
     from torchlint.cache.fs import RecordingFileSystem
 
+    if os.getppid() != _process_parent:
+        os._exit(1)  # orphaned: nobody will read the result, and no file may be written any more
+    if _process_stop is not None and _process_stop.is_set():
+        return Outcome()  # the parent stopped the run; it does not read this
     assert _process_worker is not None
     outcome = _process_worker.check(target)
     assert outcome is not None
