@@ -170,14 +170,14 @@ def test_json_uses_ruffs_field_names(project):
 
 def test_syntax_errors_and_unreadable_files_are_findings_and_others_are_still_checked(project):
     (project / "a.py").write_text("def f(:\n    pass\n")
-    (project / "b.py").write_bytes(b"x = '\xe9'\n")
+    (project / "b.py").write_bytes(b"import torch\nx = '\xe9'\n")
     (project / "c.py").write_text(DEPRECATED)
     (project / "d.py").mkdir()
     result = invoke("--output-format", "concise", "-q", "a.py", "b.py", "c.py", "d.py")
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "a.py:1:7: TL001 SyntaxError: invalid syntax"
-    assert lines[1] == "b.py:1:1: TL002 b.py: cannot decode as utf-8 (line 1): invalid continuation byte"
+    assert lines[1] == "b.py:2:1: TL002 b.py: cannot decode as utf-8 (line 2): invalid continuation byte"
     assert lines[2].startswith("c.py:3:6: TL303")
     assert lines[3] == "d.py:1:1: TL002 d.py: is a directory, not a file"
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
+from torchlint.positions import Position
 from torchlint.workspace.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -214,6 +215,7 @@ class _Worker:
             if "TL002" in enabled_codes(settings, ["TL002"]):
                 diagnostic = io_error(target.display, f"{target.display}: {error}")
                 LineIndex("").locate(diagnostic)
+                diagnostic.location = diagnostic.end_location = Position(error.line, 1)
                 outcome.diagnostics.append(diagnostic)
             return outcome
         unsafe = options.unsafe_fixes or settings.unsafe_fixes
