@@ -110,6 +110,26 @@ def test_a_walk_does_not_follow_symlinks_out_of_the_folder_checked(tmp_path, mon
     assert (named.exit_code, named.stdout.count("TL303")) == (1, 1)  # named: followed
 
 
+def test_an_unreadable_folder_is_an_error_not_a_silent_pass(repo, monkeypatch):
+    """Reliability C3: as a user without the permission, a folder's files were skipped without a word."""
+    from torchlint.workspace.fs import FileSystem
+
+    put(repo, "a.py", "x = 1\n")
+    put(repo, "locked/inner.py")
+    scandir = FileSystem.scandir
+
+    def denied(self, path):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied")
+        return scandir(self, path)
+
+    monkeypatch.setattr(FileSystem, "scandir", denied)
+    result = CliRunner().invoke(main, ["--no-cache", "."])
+    assert result.exit_code == 2
+    assert "error: locked: cannot read folder: Permission denied" in result.stderr
+    assert "All checks passed" not in result.output
+
+
 def test_same_file_named_twice_is_reported_once(repo):
     put(repo, "a.py")
     result = CliRunner().invoke(main, ["--output-format", "concise", "-q", "a.py", "./a.py", "."])

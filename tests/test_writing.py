@@ -317,3 +317,17 @@ def test_a_write_failing_halfway_in_place_puts_the_original_back(tmp_path, monke
     with pytest.raises(WriteRefused, match="No space left on device"):
         write_source(source, AFTER.decode() + "# longer than before\n")
     assert path.read_bytes() == (tmp_path / "link.py").read_bytes() == BEFORE
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="no extended attributes on this platform")
+def test_extended_attributes_survive_the_atomic_replace(tmp_path):
+    """Reliability L8: a tag or an ACL on the file was lost with the old inode."""
+    path = tmp_path / "train.py"
+    path.write_bytes(BEFORE)
+    try:
+        os.setxattr(path, "user.note", b"keep")
+    except OSError:
+        pytest.skip("this file system does not take user extended attributes")
+    write_source(SourceFile.read(path), AFTER.decode())
+    assert path.read_bytes() == AFTER
+    assert os.getxattr(path, "user.note") == b"keep"

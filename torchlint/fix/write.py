@@ -9,8 +9,9 @@ leaves the file exactly as it was. It:
 - writes through a symlink to the file it points at (the link stays a link);
 - refuses a read-only file by its mode bits (as root, writing would succeed, and CI runs as root), and a file
   whose content changed on disk since it was read (an editor saved it meanwhile);
-- replaces the file atomically (a temp file in the same folder, mode and owner copied, then a rename), except
-  a file with several hard links, which is rewritten in place so that every link sees the change;
+- replaces the file atomically (a temp file in the same folder, mode, owner and extended attributes copied,
+  then a rename), except a file with several hard links, which is rewritten in place so that every link
+  sees the change;
 - leaves no temp file behind, whatever happens: SIGINT/SIGTERM/SIGHUP arriving while it writes are held back
   until the file is either fully written or untouched, then delivered; any exception removes the temp file.
 """
@@ -89,12 +90,27 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
             with contextlib.suppress(OSError):  # only root may give a file away; then it stays ours
                 os.chown(temp, info.st_uid, info.st_gid)
         os.chmod(temp, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
+        _copy_extended_attributes(target, temp)
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
     _sync_folder(target.parent)
+
+
+def _copy_extended_attributes(source: Path, destination: str) -> None:
+    """Extended attributes (tags, ACLs, SELinux labels) go with the file; best effort, where the platform
+    and the permissions allow (an attribute that cannot be copied does not stop the fix)."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(source)
+    except OSError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(destination, name, os.getxattr(source, name))
 
 
 def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:

@@ -272,17 +272,18 @@ def _expand(
         yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
-    inside = _Inside(path.resolve(), notes.warnings)
+    inside = _Inside(path.resolve(), notes.warnings, notes.errors)
     yield from _walk(path, resolver, gitignore, visited, force_exclude, inside)
     inside.note_notebooks()
 
 
 @dataclass
 class _Inside:
-    """The real path of the folder a walk started from, and where skipped symlinks are noted."""
+    """The real path of the folder a walk started from, and where what it skips is noted."""
 
     top: Path
     notes: list[str]
+    errors: list[str]
     notebooks: list[str] = field(default_factory=list)
 
     def note_notebooks(self) -> None:
@@ -332,7 +333,8 @@ def _walk(
     settings = resolver.for_directory(directory)
     try:
         entries = fs.scandir(directory)
-    except OSError:
+    except OSError as error:  # unreadable: what it holds was not checked, and the run must say so
+        inside.errors.append(f"{display_name(directory)}: cannot read folder: {error.strerror or error}")
         return
     for entry in entries:
         child = Path(entry.path)
