@@ -184,7 +184,7 @@ def test_an_existing_alias_is_reused():
     assert result.text == 'import torch as T\n\nscaler = T.amp.GradScaler("cuda")\n'
 
 
-def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
+def test_a_missing_import_is_added_once_where_isort_would_put_it():
     result = _fix(
         """\
         \"\"\"Training.\"\"\"
@@ -205,8 +205,8 @@ def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
         """\
         \"\"\"Training.\"\"\"
         import os
-        import torch.nn as nn
         import torch
+        import torch.nn as nn
 
         a = torch.amp.GradScaler("cuda")
         b = torch.amp.GradScaler("cuda")
@@ -217,6 +217,42 @@ def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
             return torch.amp.GradScaler("cuda")
         """
     )
+
+
+@pytest.mark.parametrize(
+    ("block", "fixed"),
+    [
+        (
+            "import os\nimport sys\n\nfrom torch.cuda.amp import GradScaler\n",
+            "import os\nimport sys\n\nimport torch\n",
+        ),
+        (
+            "import numpy as np\nfrom torch.cuda.amp import GradScaler\n",
+            "import numpy as np\nimport torch\n",
+        ),
+        (
+            "import os\n\nimport zarr\nfrom torch.cuda.amp import GradScaler\n",
+            "import os\n\nimport torch\nimport zarr\n",
+        ),
+        (
+            "from __future__ import annotations\n\nfrom torch.cuda.amp import GradScaler\n",
+            "from __future__ import annotations\n\nimport torch\n",
+        ),
+        (
+            "import os\n\nimport numpy\nfrom torch.cuda.amp import GradScaler\nfrom tqdm import tqdm\n",
+            "import os\n\nimport numpy\nimport torch\nfrom tqdm import tqdm\n",
+        ),
+        (
+            "from torch.cuda.amp import GradScaler\n\nfrom . import models\n",
+            "import torch\n\nfrom . import models\n",
+        ),
+    ],
+)
+def test_an_added_import_goes_where_isort_and_ruff_would_sort_it(block, fixed):
+    """Sections apart by a blank line, straight imports before from-imports, by module name: a block
+    that ruff's I001 accepted still passes after the fix."""
+    result = _fix(f"{block}\nscaler = GradScaler()\n")
+    assert result.text == f'{fixed}\nscaler = torch.amp.GradScaler("cuda")\n'
 
 
 def test_the_only_statement_of_a_block_is_not_removed():
@@ -304,7 +340,7 @@ def test_a_last_line_without_a_final_newline_is_fixed_and_stays_without_one():
 def test_a_use_kept_by_noqa_keeps_its_import():
     source = "from torch.cuda.amp import GradScaler\na = GradScaler()\nb = GradScaler()  # noqa: TL304\n"
     assert _fix(source).text == (
-        'from torch.cuda.amp import GradScaler\nimport torch\na = torch.amp.GradScaler("cuda")\n'
+        'import torch\nfrom torch.cuda.amp import GradScaler\na = torch.amp.GradScaler("cuda")\n'
         "b = GradScaler()  # noqa: TL304\n"
     )
 
@@ -585,7 +621,7 @@ def test_no_fix_inside_f_strings_that_use_both_quotes():
 def test_an_import_re_exported_through_dunder_all_is_kept():
     result = _fix("from torch.cuda.amp import GradScaler\n__all__ = ['GradScaler']\ns = GradScaler()\n")
     assert result.text == (
-        "from torch.cuda.amp import GradScaler\nimport torch\n"
+        "import torch\nfrom torch.cuda.amp import GradScaler\n"
         "__all__ = ['GradScaler']\ns = torch.amp.GradScaler(\"cuda\")\n"
     )
 

@@ -215,8 +215,8 @@ def name_module(
         if indent.strip():
             return None  # `x = 1; from ... import ...`: no line of its own to go before
         return module, (AddImport(module, line_start, f"{indent}import {module}{source.newline}"),)
-    anchor = source.import_anchor()
-    return module, (AddImport(module, anchor, f"import {module}{source.newline}"),)
+    at, line = source.import_placement(f"import {module}")
+    return module, (AddImport(module, at, line),)
 
 
 def drop_import_if_unused(source: SourceModule, binding: Binding) -> DropImportIfUnused | None:

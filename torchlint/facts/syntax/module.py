@@ -16,6 +16,7 @@ built and tested for one module alone (`project=None`: every cross-file question
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
@@ -512,6 +513,28 @@ class SourceModule:
                 break
         return found
 
+    def import_placement(self, code: str) -> tuple[int, str]:
+        """Where the new top-level import statement `code` goes, and its text there, the way isort and
+        ruff's I001 order an import block: sections (`__future__`, the standard library, everything else,
+        relative imports) apart by a blank line; straight imports before from-imports within a section,
+        each by module name. A block that is not sorted gets the import after the last one that sorts
+        before it. With no import block: where `import_anchor` says."""
+        newline = self.newline
+        imports = self._top_level_imports
+        if not imports:
+            return self.import_anchor(), code + newline
+        key = _import_key(cst.parse_statement(code).body[0])  # type: ignore[attr-defined]
+        keyed = [(_import_key(line.body[0]), line) for line in imports]
+        earlier = [(k, line) for k, line in keyed if k <= key]
+        later = [(k, line) for k, line in keyed if k > key]
+        if earlier and earlier[-1][0][0] == key[0]:
+            return self.line_span(earlier[-1][1])[1], code + newline
+        if later and later[0][0][0] == key[0]:
+            return self.line_span(later[0][1])[0], code + newline
+        if earlier:  # the first import of its section, after the sections before it
+            return self.line_span(earlier[-1][1])[1], newline + code + newline
+        return self.line_span(keyed[0][1])[0], code + newline + newline
+
     def import_anchor(self) -> int:
         """Where a new top-level import line goes: after the first block of imports, else at the top."""
         imports = self._top_level_imports
@@ -523,6 +546,26 @@ class SourceModule:
         if body:
             return self.line_span(body[0])[0]
         return len(self.text)
+
+
+def _import_key(small: cst.CSTNode) -> tuple[int, int, str]:
+    """(section, straight 0 or from 1, module) of an import statement, as isort sorts them."""
+    if isinstance(small, cst.ImportFrom):
+        if small.relative:
+            return (3, 1, dotted(small.module) or "" if small.module is not None else "")
+        module = dotted(small.module) if small.module is not None else None
+        return (_section(module or ""), 1, (module or "").lower())
+    if isinstance(small, cst.Import):
+        module = dotted(small.names[0].name) or ""
+        return (_section(module), 0, module.lower())
+    return (2, 1, "")
+
+
+def _section(module: str) -> int:
+    top = module.split(".")[0]
+    if top == "__future__":
+        return 0
+    return 1 if top in sys.stdlib_module_names else 2
 
 
 def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
