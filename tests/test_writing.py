@@ -180,7 +180,8 @@ def test_a_source_that_would_not_re_encode_to_its_own_bytes_is_refused(tmp_path)
 # -- interruptions: no temp file, never a half-written file ----------------------------------------------
 
 
-def test_an_exception_before_the_rename_leaves_the_file_and_no_temp_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("swap", [True, False], ids=["atomic swap", "rename"])
+def test_an_exception_before_the_rename_leaves_the_file_and_no_temp_file(tmp_path, monkeypatch, swap):
     path = tmp_path / "train.py"
     path.write_bytes(BEFORE)
     source = SourceFile.read(path)
@@ -188,7 +189,11 @@ def test_an_exception_before_the_rename_leaves_the_file_and_no_temp_file(tmp_pat
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(writing.os, "replace", interrupted)
+    if swap:
+        monkeypatch.setattr(writing, "_exchange", interrupted)
+    else:
+        monkeypatch.setattr(writing, "_exchange", lambda src, dst: False)
+        monkeypatch.setattr(writing.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_source(source, AFTER.decode())
     assert path.read_bytes() == BEFORE
@@ -331,3 +336,56 @@ def test_extended_attributes_survive_the_atomic_replace(tmp_path):
     write_source(SourceFile.read(path), AFTER.decode())
     assert path.read_bytes() == AFTER
     assert os.getxattr(path, "user.note") == b"keep"
+
+
+def test_a_process_killed_between_the_in_place_write_and_the_truncate_leaves_valid_python(
+    tmp_path, monkeypatch
+):
+    """Reliability D5: a shorter fixed text over a hard-linked file was followed by the old text's tail."""
+    path, source = _linked(tmp_path)
+    longer = BEFORE.replace(b"\n\n", b"\n# a comment that makes the original longer than the fix\n\n")
+    path.write_bytes(longer)
+    source = SourceFile.read(path)
+
+    def killed(fd, length):
+        raise KeyboardInterrupt  # stands for SIGKILL: the truncate never happens
+
+    monkeypatch.setattr(writing.os, "ftruncate", killed)
+    monkeypatch.setattr(writing, "_write_all", _write_once(writing._write_all))
+    with pytest.raises(KeyboardInterrupt):
+        write_source(source, AFTER.decode())
+    left = path.read_bytes()
+    assert left.startswith(AFTER) and len(left) == len(longer)
+    compile(left, "train.py", "exec")  # the new text and a blank comment: valid
+
+
+def _write_once(write_all):
+    """The first write goes through; the restore after the interruption does not (the process is dead)."""
+    calls = []
+
+    def once(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            write_all(fd, data)
+
+    return once
+
+
+@pytest.mark.skipif(writing._renameat2() is None, reason="no atomic swap (RENAME_EXCHANGE) here")
+def test_an_editor_save_after_the_read_back_is_kept_and_the_fix_refused(tmp_path, monkeypatch):
+    """Reliability D6: a save landing between the changed-on-disk check and the rename was lost."""
+    path = tmp_path / "train.py"
+    path.write_bytes(BEFORE)
+    source = SourceFile.read(path)
+    fsync = os.fsync
+    saved = BEFORE + b"# the user's edit\n"
+
+    def fsync_then_editor_saves(fd):
+        fsync(fd)
+        path.write_bytes(saved)  # after the read-back, before the temp file takes the file's name
+
+    monkeypatch.setattr(writing.os, "fsync", fsync_then_editor_saves)
+    with pytest.raises(WriteRefused, match="changed on disk"):
+        write_source(source, AFTER.decode())
+    assert path.read_bytes() == saved
+    assert leftovers(tmp_path) == []

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import signal
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -73,13 +75,17 @@ def write_source(source: SourceFile, text: str) -> None:
             if info.st_nlink > 1:
                 _rewrite_in_place(target, data, source.raw)
             else:
-                _replace(target, data, info)
+                _replace(target, data, info, source.raw)
         except OSError as error:
             raise WriteRefused(f"cannot write: {error.strerror or error}") from None
 
 
-def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
-    """A temp file next to the target, with its mode and owner, renamed over it."""
+def _replace(target: Path, data: bytes, info: os.stat_result, original: bytes) -> None:
+    """A temp file next to the target, with its mode and owner, renamed over it.
+
+    Where the OS can swap two names atomically (Linux's RENAME_EXCHANGE), the temp file is swapped with
+    the target and the file it displaced is compared with what the fix was computed from: an editor's save
+    that landed after the read-back is then put back, and the fix refused, instead of being lost."""
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -91,12 +97,50 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
                 os.chown(temp, info.st_uid, info.st_gid)
         os.chmod(temp, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
         _copy_extended_attributes(target, temp)
-        os.replace(temp, target)
+        if _exchange(temp, target):
+            if Path(temp).read_bytes() != original:
+                _exchange(temp, target)  # theirs back in place; ours, now at `temp`, goes below
+                raise WriteRefused("the file changed on disk since it was read")
+            os.unlink(temp)
+        else:
+            os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
     _sync_folder(target.parent)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(first: str | Path, second: str | Path) -> bool:
+    """Swap two paths atomically (renameat2 with RENAME_EXCHANGE); False where the OS or the file system
+    cannot, and then nothing was changed."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    import ctypes
+
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(error, os.strerror(error))
+
+
+@functools.cache
+def _renameat2():
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
 
 
 def _copy_extended_attributes(source: Path, destination: str) -> None:
@@ -123,7 +167,7 @@ def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:
     try:
         _reserve(fd, len(data))
         try:
-            _write_all(fd, data)
+            _write_all(fd, data + _padding(len(original) - len(data)))
             os.ftruncate(fd, len(data))
             os.fsync(fd)
         except BaseException:
@@ -134,6 +178,17 @@ def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def _padding(length: int) -> bytes:
+    """What covers the old text's tail when the new one is shorter, until the truncate cuts it off: a
+    comment, so that a process killed between the write and the truncate leaves valid Python (the new text
+    and a blank comment line), never the new text followed by the end of the old one."""
+    if length <= 0:
+        return b""
+    if length == 1:
+        return b"\n"
+    return b"\n#" + b" " * (length - 2)
 
 
 def _reserve(fd: int, size: int) -> None:
