@@ -110,6 +110,15 @@ def test_exit_zero_keeps_findings_but_not_errors(project):
     assert invoke("--exit-zero", "--select", "TL999").exit_code == 2
 
 
+def test_a_selection_that_enables_no_rule_is_an_error_not_a_pass(project):
+    """`--select TL5` names the tuning-guide family, which has no rules yet: nothing would be checked."""
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("--select", "TL5")
+    assert result.exit_code == 2
+    assert "error: no rule is enabled for any file" in result.stderr
+    assert "All checks passed" not in result.output
+
+
 def test_a_missing_path_is_a_finding_and_the_other_paths_are_still_checked(project):
     """As ruff's E902: one mistyped path does not hide the findings of the others."""
     (project / "train.py").write_text(DEPRECATED)

@@ -130,6 +130,26 @@ def test_an_unreadable_folder_is_an_error_not_a_silent_pass(repo, monkeypatch):
     assert "All checks passed" not in result.output
 
 
+@pytest.mark.parametrize("named", ["build", "build/", "ignored_runs"])
+def test_a_folder_named_on_the_command_line_is_checked_even_when_excluded_or_ignored(repo, named):
+    """As ruff: only --force-exclude drops a folder the user names."""
+    put(repo, "build/gen/a.py")
+    put(repo, "ignored_runs/b.py")
+    (repo / ".gitignore").write_text("ignored_runs/\n")
+    assert files_reported() == []
+    expected = ["build/gen/a.py"] if named.startswith("build") else ["ignored_runs/b.py"]
+    assert files_reported(named) == expected
+    assert files_reported("--force-exclude", named) == []
+
+
+def test_a_virtual_environment_is_skipped_by_its_marker_whatever_its_name(repo):
+    put(repo, "train.py")
+    put(repo, "env/lib/python3.11/site-packages/torch_helper.py")
+    (repo / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert files_reported() == ["train.py"]
+    assert files_reported("env") == ["env/lib/python3.11/site-packages/torch_helper.py"]  # named: checked
+
+
 def test_same_file_named_twice_is_reported_once(repo):
     put(repo, "a.py")
     result = CliRunner().invoke(main, ["--output-format", "concise", "-q", "a.py", "./a.py", "."])

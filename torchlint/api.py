@@ -87,6 +87,11 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         outcome.errors.append(str(error))
         return outcome
 
+    if targets and not any(linter.rules_for(target.settings, target.display) for target in targets):
+        selection = "see --select, --ignore and the configuration"
+        outcome.errors.append(f"no rule is enabled for any file ({selection}): nothing was checked")
+        return outcome
+
     worker = _Worker(linter, options, fs)
     # Cache hits are answered here; only the files that need checking go to other processes.
     results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]

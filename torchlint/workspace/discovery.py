@@ -115,14 +115,18 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
 _spec_cache: dict[tuple[str, ...], pathspec.PathSpec] = {}
 
 
-def is_excluded(path: Path, settings: Settings, is_dir: bool = False) -> bool:
-    """Exclude patterns use .gitignore syntax, relative to the config's folder; names match at any depth."""
+def is_excluded(path: Path, settings: Settings, is_dir: bool = False, below: Path | None = None) -> bool:
+    """Exclude patterns use .gitignore syntax, relative to the config's folder; names match at any depth.
+    With `below`, only the part of the path below that folder is matched."""
     patterns = settings.excludes
     spec = _spec_cache.get(patterns)
     if spec is None:
         spec = _spec_cache[patterns] = _spec(patterns)
-    relative = relative_to_root(path, settings)
-    candidate = relative if relative is not None else path.name
+    if below is not None:
+        candidate = os.path.relpath(path.absolute(), below).replace(os.sep, "/")
+    else:
+        relative = relative_to_root(path, settings)
+        candidate = relative if relative is not None else path.name
     if is_dir:
         candidate += "/"
     return spec.match_file(candidate)
@@ -272,7 +276,15 @@ def _expand(
         yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
-    inside = _Inside(path.resolve(), notes.warnings, notes.errors)
+    settings = resolver.for_directory(path.absolute())
+    dropped = is_excluded(path, settings, True) or (
+        settings.respect_gitignore and gitignore.ignored(path, True)
+    )
+    if dropped and force_exclude:
+        return
+    # A folder named on the command line is checked even when its own name is excluded (`build/`) or
+    # git-ignored, as ruff does: below it, only what lies below it is matched.
+    inside = _Inside(path.resolve(), notes.warnings, notes.errors, path.absolute() if dropped else None)
     yield from _walk(path, resolver, gitignore, visited, force_exclude, inside)
     inside.note_notebooks()
 
@@ -284,7 +296,22 @@ class _Inside:
     top: Path
     notes: list[str]
     errors: list[str]
+    named_excluded: Path | None = None  # the named folder, when its own name is excluded or git-ignored
     notebooks: list[str] = field(default_factory=list)
+
+    def drops(
+        self, child: Path, settings: Settings, is_dir: bool, gitignore: GitIgnore, fs: FileSystem
+    ) -> bool:
+        """Whether the walk leaves `child` out: excluded, git-ignored, or a virtual environment (a folder
+        with a `pyvenv.cfg`, whatever its name: `env/`, `.direnv/python-3.11/`)."""
+        if self.named_excluded is not None:
+            if is_excluded(child, settings, is_dir, below=self.named_excluded):
+                return True
+        elif is_excluded(child, settings, is_dir) or (
+            settings.respect_gitignore and gitignore.ignored(child, is_dir)
+        ):
+            return True
+        return is_dir and fs.is_file(child / "pyvenv.cfg")
 
     def note_notebooks(self) -> None:
         if not self.notebooks:
@@ -342,9 +369,7 @@ def _walk(
             is_dir = fs.entry_kind(entry) == "dir"
         except OSError:
             continue
-        if is_excluded(child, settings, is_dir) or (
-            settings.respect_gitignore and gitignore.ignored(child, is_dir)
-        ):
+        if inside.drops(child, settings, is_dir, gitignore, fs):
             continue
         if not (entry.name.endswith(".py") or is_dir):
             if entry.name.endswith(".ipynb"):
