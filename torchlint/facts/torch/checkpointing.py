@@ -1,0 +1,425 @@
+"""Activation checkpointing: where the code already checkpoints, which model classes are trained, and the
+questions the TL4xx rules ask about stacks (`structure.py`).
+
+*Checkpoint calls* are `torch.utils.checkpoint.checkpoint` and `checkpoint_sequential` under any alias, with
+whether `use_reentrant` is passed. *Checkpointing evidence* is anything that says the author decided about
+checkpointing: those calls, timm's `checkpoint_seq`, DeepSpeed's and fairscale's checkpoint functions, a
+project's own checkpoint function or `autograd.Function`, Hugging Face's `gradient_checkpointing_enable()`
+and `TrainingArguments(gradient_checkpointing=...)`, timm's `set_grad_checkpointing()`, FSDP's
+`apply_activation_checkpointing` / `checkpoint_wrapper`, torchtune's `set_activation_checkpointing`, and a
+class's own switch (`self.grad_checkpointing`, `self.gradient_checkpointing`, `use_checkpoint`).
+
+A model class is *trained* when a module of the project (the one that defines it, those that import it, and
+those that import them) trains a model (`ModelAnalysis.models`) built from it — directly (`GPT(config)`,
+`GPT.from_pretrained(...)`), through a factory of the project that returns one, or handed to a project class
+whose methods train (`Trainer(config, model, data).run()`) — or when it is a part (an attribute, or the block
+of a stack) of a trained class, or a base of one. Classes only ever used for inference are not trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.names import Scope, dotted
+from torchlint.facts.torch.models import ModelAnalysis
+from torchlint.facts.torch.structure import Stack, StructureAnalysis
+from torchlint.facts.torch.training import TrainingAnalysis
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, ClassRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+MAX_DEPTH = 3
+CHECKPOINT = "torch.utils.checkpoint.checkpoint"
+CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
+CHECKPOINT_SIGNATURE = Signature(("function",), star_args=True)
+SEQUENTIAL_SIGNATURE = Signature(("functions", "segments", "input"), star_args=True)
+# Names that checkpoint, whatever library they come from (their qualname is often unknown: a vendored copy,
+# a star import, a library this analysis does not know).
+_CHECKPOINT_NAMES = {
+    "checkpoint_seq",
+    "checkpoint_sequential",
+    "checkpoint_wrapper",
+    "apply_activation_checkpointing",
+    "set_activation_checkpointing",
+    "gradient_checkpointing_enable",
+    "set_grad_checkpointing",
+    "enable_gradient_checkpointing",
+    "activation_checkpointing",
+    "non_reentrant_wrapper",
+}
+_SWITCHES = {
+    "grad_checkpointing",
+    "gradient_checkpointing",
+    "use_checkpoint",
+    "use_checkpointing",
+    "checkpoint_activations",
+    "activation_checkpointing",
+    "use_grad_checkpointing",
+    "use_gradient_checkpointing",
+    "grad_ckpt",
+    "checkpointing",
+}
+_TEXT = ("checkpoint", "Checkpoint")
+
+
+@dataclass(frozen=True)
+class CheckpointCall:
+    """`checkpoint(fn, x, ...)` / `checkpoint_sequential(seq, n, x)` of torch, with `use_reentrant`."""
+
+    call: CallRecord
+    callee: cst.BaseExpression
+    sequential: bool
+    lacks_use_reentrant: bool  # surely not passed (a `**kw` that cannot be followed keeps it False)
+    under_no_grad: bool
+
+
+@dataclass(frozen=True)
+class HfCheckpointing:
+    """`model.gradient_checkpointing_enable()` or `TrainingArguments(gradient_checkpointing=True)` without
+    `gradient_checkpointing_kwargs`: Hugging Face then checkpoints with `use_reentrant=True`."""
+
+    call: cst.Call
+    callee: cst.BaseExpression
+    training_arguments: bool
+
+
+class CheckpointAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+
+    # -- calls and evidence in this module -----------------------------------------------------------
+
+    @cached_property
+    def checkpoint_calls(self) -> list[CheckpointCall]:
+        source = self.source
+        if "checkpoint" not in source.text:
+            return []
+        found = []
+        for ref in source.references_to({CHECKPOINT, CHECKPOINT_SEQUENTIAL}):
+            if ref.call is None or ref.expr is not ref.call.func:
+                continue
+            record = self._records.get(id(ref.call))
+            if record is None:
+                continue
+            sequential = ref.qualname == CHECKPOINT_SEQUENTIAL
+            signature = SEQUENTIAL_SIGNATURE if sequential else CHECKPOINT_SIGNATURE
+            arguments = read_call(source, ref.call, record.scope, signature)
+            found.append(
+                CheckpointCall(
+                    record, ref.expr, sequential, arguments.lacks("use_reentrant"), self._under_no_grad(ref.call)
+                )
+            )
+        return found
+
+    @cached_property
+    def _records(self) -> dict[int, CallRecord]:
+        return {id(call.node): call for call in self.source.calls}
+
+    @cached_property
+    def _no_grad_bodies(self) -> list[cst.BaseSuite]:
+        """The bodies of `with torch.no_grad():` / `with torch.inference_mode():` blocks."""
+        from torchlint.facts.syntax.walk import statements
+
+        source = self.source
+        if "no_grad" not in source.text and "inference_mode" not in source.text:
+            return []
+        found = []
+        scope = source.module_scope
+        for statement in statements(source.module):
+            if not isinstance(statement, cst.With):
+                continue
+            for item in statement.items:
+                value = item.item
+                if isinstance(value, cst.Call) and not value.args:
+                    if source.qualname(value.func, scope) in ("torch.no_grad", "torch.inference_mode"):
+                        found.append(statement.body)
+        return found
+
+    def _under_no_grad(self, call: cst.Call) -> bool:
+        from torchlint.facts.syntax.walk import contains
+
+        return any(contains(body, call) for body in self._no_grad_bodies)
+
+    @cached_property
+    def hf_checkpointing(self) -> list[HfCheckpointing]:
+        """Hugging Face's switches that checkpoint with the reentrant variant (no kwargs given)."""
+        source = self.source
+        if "gradient_checkpointing" not in source.text:
+            return []
+        found = []
+        for call in source.calls:
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "gradient_checkpointing_enable":
+                arguments = read_call(source, call.node, call.scope, Signature(("gradient_checkpointing_kwargs",)))
+                if arguments.lacks("gradient_checkpointing_kwargs"):
+                    found.append(HfCheckpointing(call.node, func, False))
+                continue
+            qualname = source.qualname(func, call.scope) or ""
+            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(("TrainingArguments", "Config")):
+                arguments = read_call(source, call.node, call.scope)
+                enabled = arguments.get("gradient_checkpointing")
+                if enabled is None or not isinstance(enabled.node, cst.Arg):
+                    continue
+                value = enabled.node.value
+                if isinstance(value, cst.Name) and value.value == "True" and arguments.lacks(
+                    "gradient_checkpointing_kwargs"
+                ):
+                    found.append(HfCheckpointing(call.node, func, True))
+        return found
+
+    @cached_property
+    def evidence(self) -> list[tuple[cst.CSTNode, str]]:
+        """Everything in this module that says the author decided about checkpointing."""
+        source = self.source
+        if not any(token in source.text for token in _TEXT):
+            return []
+        found: list[tuple[cst.CSTNode, str]] = [
+            (c.call.node, f"`{source.code(c.callee)}(...)`") for c in self.checkpoint_calls
+        ]
+        for call in source.calls:
+            func = call.node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+            qualname = source.qualname(func, call.scope) or ""
+            if name in _CHECKPOINT_NAMES or (
+                "checkpoint" in qualname and qualname.split(".")[0] in ("torch", "deepspeed", "fairscale", "timm")
+                and not qualname.startswith(("torch.save", "torch.load"))
+                and "checkpoint_path" not in qualname
+            ):
+                if qualname not in (CHECKPOINT, CHECKPOINT_SEQUENTIAL):
+                    found.append((call.node, f"`{source.code(func)}(...)`"))
+                continue
+            for arg in call.node.args:
+                if arg.keyword is not None and arg.keyword.value in _SWITCHES and not _is_false(arg.value):
+                    found.append((arg, f"`{arg.keyword.value}=`"))
+        for cls in source.classes:
+            if "Checkpoint" in cls.name and any(
+                (source.qualname(base.value, cls.scope) or "") == "torch.autograd.Function" for base in cls.node.bases
+            ):
+                found.append((cls.node, f"the autograd function `{cls.name}`"))
+        for function in source.functions:
+            if function.owner is None and "checkpoint" in function.name and _calls_backward_machinery(function):
+                found.append((function.node, f"the checkpoint function `{function.name}`"))
+        return found
+
+    def class_switch(self, cls: ClassRecord) -> str | None:
+        """The class's own checkpointing switch (`self.grad_checkpointing`, a `use_checkpoint` parameter), or
+        a checkpoint call in one of its methods."""
+        for name in cls.attributes:
+            if name in _SWITCHES:
+                return f"`self.{name}`"
+        init = cls.methods.get("__init__")
+        if init is not None:
+            for param in init.params:
+                if param in _SWITCHES:
+                    return f"the `{param}` parameter"
+        for method in cls.methods.values():
+            for node, what in self.evidence:
+                if any(call.node is node for call in method.calls):
+                    return what
+        return None
+
+    # -- which classes are trained --------------------------------------------------------------------
+
+    def _candidates(self) -> list[SourceModule]:
+        """This module, the project modules that import it, and those that import them."""
+        source = self.source
+        found = [source]
+        frontier = [source]
+        for _ in range(2):
+            following = []
+            for module in frontier:
+                if module.project is None or module.file is None:
+                    continue
+                for importer in module.project.importers_of(module.file):
+                    other = module.project.facts_for(importer, source.file)
+                    if other is not None and other not in found:
+                        found.append(other)
+                        following.append(other)
+            frontier = following
+        return found
+
+    @cached_property
+    def trained(self) -> dict[int, list[SourceModule]]:
+        """id of a class of this module -> the modules that train it (or a model it is part of)."""
+        source = self.source
+        own = {id(cls.node): cls for cls in source.classes}
+        direct: dict[int, tuple[SourceModule, ClassRecord, list[SourceModule]]] = {}
+        for module in self._candidates():
+            for home, cls, trainers in _trained_in(module):
+                entry = direct.setdefault(id(cls.node), (home, cls, []))
+                for trainer in trainers:
+                    if trainer not in entry[2]:
+                        entry[2].append(trainer)
+        result: dict[int, list[SourceModule]] = {}
+        todo = list(direct.values())
+        seen: set[int] = set()
+        while todo:
+            home, cls, trainers = todo.pop()
+            if id(cls.node) in seen:
+                continue
+            seen.add(id(cls.node))
+            if id(cls.node) in own:
+                result[id(cls.node)] = trainers
+            for part_home, part in _parts(home, cls):
+                todo.append((part_home, part, trainers))
+        return result
+
+    def trainers_of(self, cls: ClassRecord) -> list[SourceModule] | None:
+        """The modules that train `cls` (None: it is not known to be trained)."""
+        return self.trained.get(id(cls.node))
+
+    def checkpointed_in(self, modules: list[SourceModule]) -> tuple[SourceModule, cst.CSTNode, str] | None:
+        """Checkpointing evidence in one of `modules` or in the modules their models are handed to."""
+        seen: list[SourceModule] = []
+        for module in modules:
+            involved = [module]
+            for model in module.analysis(ModelAnalysis).models:
+                involved.extend(m for m in model.involved if m not in involved)
+            for other in involved:
+                if other in seen:
+                    continue
+                seen.append(other)
+                evidence = other.analysis(CheckpointAnalysis).evidence
+                if evidence:
+                    node, what = evidence[0]
+                    return other, node, what
+        return None
+
+    # -- the questions of TL401 ----------------------------------------------------------------------
+
+    def opportunities(self, min_depth: int) -> list[tuple[Stack, list[SourceModule]]]:
+        """Stacks of at least `min_depth` repeated blocks (or of a configurable depth whose default is not
+        known to be smaller) applied by `forward`, in trained classes with no checkpointing anywhere."""
+        source = self.source
+        stacks = source.analysis(StructureAnalysis).stacks
+        found = []
+        for stack in stacks:
+            if not stack.applications or not _deep(stack, min_depth, source):
+                continue
+            if self.class_switch(stack.cls) is not None:
+                continue
+            trainers = self.trainers_of(stack.cls)
+            if trainers is None:
+                continue
+            if self.evidence and any(self._in_class(node, stack.cls) for node, _ in self.evidence):
+                continue
+            if self.checkpointed_in([source, *trainers]) is not None:
+                continue
+            found.append((stack, trainers))
+        return found
+
+    def _in_class(self, node: cst.CSTNode, cls: ClassRecord) -> bool:
+        return any(call.node is node for method in cls.methods.values() for call in method.calls)
+
+
+def _deep(stack: Stack, min_depth: int, source: SourceModule) -> bool:
+    depth = stack.depth
+    if depth.value is not None:
+        if depth.value >= min_depth:
+            return True
+        if not depth.configurable:
+            return False
+        return False  # configurable with a small default: the author's model is shallow unless told
+    return depth.configurable
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+
+
+def _calls_backward_machinery(function) -> bool:
+    """A function named for checkpointing that recomputes (`torch.autograd`, `.backward`, an inner call)."""
+    return any(
+        "autograd" in (dotted(call.node.func) or "") or (dotted(call.node.func) or "").endswith("apply")
+        for call in function.calls
+    )
+
+
+def _classes_built(
+    module: SourceModule, value: cst.BaseExpression, scope: Scope, depth: int = 0
+) -> list[tuple[SourceModule, ClassRecord]]:
+    """The project classes a model built by `value` is an instance of: `GPT(cfg)`, `GPT.from_pretrained`,
+    a factory of the project (`build_model(cfg)`) that returns one."""
+    if depth > MAX_DEPTH or not isinstance(value, cst.Call):
+        return []
+    func = value.func
+    found = module.resolve_class(func, scope)
+    if found is not None:
+        return [found]
+    if isinstance(func, cst.Attribute):  # `GPT.from_pretrained(...)`: a classmethod returning the class
+        found = module.resolve_class(func.value, scope)
+        if found is not None:
+            return [found]
+        if func.attr.value in ("to", "cuda", "float", "half", "bfloat16", "train"):
+            return _classes_built(module, func.value, scope, depth + 1)
+    target = module.callee_of_call(value, scope)
+    if target is None:
+        return []
+    home, function = target
+    classes = []
+    for returned in function.returns:
+        if isinstance(returned, (cst.Tuple, cst.List)) and returned.elements:
+            returned = returned.elements[0].value
+        if isinstance(returned, cst.Call):
+            classes.extend(_classes_built(home, returned, function.scope, depth + 1))
+        elif isinstance(returned, cst.Name):
+            for assignment in home.assigned_values(returned, function.scope):
+                classes.extend(_classes_built(home, assignment.value, assignment.scope, depth + 1))
+    return classes
+
+
+def _trained_in(module: SourceModule) -> list[tuple[SourceModule, ClassRecord, list[SourceModule]]]:
+    """The project classes whose instances `module` trains, each with the modules that train it."""
+    found = []
+    models = module.analysis(ModelAnalysis)
+    for model in models.models:
+        for event in model.builds:
+            for home, cls in _classes_built(module, event.node, model.scope):  # type: ignore[arg-type]
+                found.append((home, cls, [module, *model.involved]))
+    for call in module.calls:  # `Trainer(config, model, data)`: a project class whose methods train
+        if not call.node.args:
+            continue
+        trainer = module.resolve_class(call.node.func, call.scope)
+        if trainer is None:
+            continue
+        home, cls = trainer
+        training = home.analysis(TrainingAnalysis)
+        if not any(training.has_training_loop(method) for method in cls.methods.values()):
+            continue
+        for arg in call.node.args:
+            if not isinstance(arg.value, cst.Name):
+                continue
+            for assignment in module.assigned_values(arg.value, call.scope):
+                for built_home, built in _classes_built(module, assignment.value, assignment.scope):
+                    found.append((built_home, built, [module, home]))
+    return found
+
+
+def _parts(home: SourceModule, cls: ClassRecord) -> list[tuple[SourceModule, ClassRecord]]:
+    """The project classes a module of class `cls` is built from (its attributes' classes, the blocks of its
+    stacks) and its bases: training `cls` trains them."""
+    found = []
+    for values in cls.attributes.values():
+        for value, scope in values:
+            for node in _calls_in_value(value):
+                part = home.resolve_class(node.func, scope)
+                if part is not None:
+                    found.append(part)
+    for base in cls.node.bases:
+        part = home.resolve_class(base.value, cls.scope)
+        if part is not None:
+            found.append(part)
+    return found
+
+
+def _calls_in_value(value: cst.BaseExpression):
+    from torchlint.facts.syntax.walk import subexpressions
+
+    for node in subexpressions(value):
+        if isinstance(node, cst.Call):
+            yield node
