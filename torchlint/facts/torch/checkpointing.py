@@ -250,7 +250,11 @@ class CheckpointAnalysis:
         own = {id(cls.node): cls for cls in source.classes}
         direct: dict[int, tuple[SourceModule, ClassRecord, list[SourceModule]]] = {}
         for module in self._candidates():
-            for home, cls, trainers in _trained_in(module):
+            found = _trained_in(module)
+            names = _registry_names(module)
+            if names != set():  # `create_model(args.model)`: what this module registers may be trained
+                found.extend((source, cls, [module]) for cls in self._registered(names))
+            for home, cls, trainers in found:
                 entry = direct.setdefault(id(cls.node), (home, cls, []))
                 for trainer in trainers:
                     if trainer not in entry[2]:
@@ -268,6 +272,23 @@ class CheckpointAnalysis:
             for part_home, part in _parts(home, cls):
                 todo.append((part_home, part, trainers))
         return result
+
+    def _registered(self, names: set[str] | None) -> list[ClassRecord]:
+        """Classes this module's `@register_model` functions build (those named in `names`; all: None)."""
+        source = self.source
+        found = []
+        for function in source.functions:
+            if function.owner is not None or (names is not None and function.name not in names):
+                continue
+            if not any((dotted(d.decorator) or "").endswith("register_model") for d in function.node.decorators):
+                continue
+            for returned in function.returns:
+                values = [returned]
+                if isinstance(returned, cst.Name):
+                    values = [a.value for a in source.assigned_values(returned, function.scope)]
+                for value in values:
+                    found.extend(cls for home, cls in _classes_built(source, value, function.scope) if home is source)
+        return found
 
     def trainers_of(self, cls: ClassRecord) -> list[SourceModule] | None:
         """The modules that train `cls` (None: it is not known to be trained)."""
@@ -373,13 +394,32 @@ def _classes_built(
     return classes
 
 
+def _build_calls(module: SourceModule, model) -> list[tuple[cst.Call, Scope]]:
+    """The calls that build a model: its build events, following a build that is another name
+    (`model_without_ddp = model`) to that name's assignments."""
+    found: list[tuple[cst.Call, Scope]] = []
+    todo = [(event.node, model.scope, 0) for event in model.builds]
+    seen: set[int] = set()
+    while todo:
+        node, scope, depth = todo.pop()
+        if id(node) in seen or depth > MAX_DEPTH:
+            continue
+        seen.add(id(node))
+        if isinstance(node, cst.Call):
+            found.append((node, scope))
+        elif isinstance(node, (cst.Name, cst.Attribute)):
+            for assignment in module.assigned_values(node, scope):
+                todo.append((assignment.value, assignment.scope, depth + 1))
+    return found
+
+
 def _trained_in(module: SourceModule) -> list[tuple[SourceModule, ClassRecord, list[SourceModule]]]:
     """The project classes whose instances `module` trains, each with the modules that train it."""
     found = []
     models = module.analysis(ModelAnalysis)
     for model in models.models:
-        for event in model.builds:
-            for home, cls in _classes_built(module, event.node, model.scope):  # type: ignore[arg-type]
+        for node, scope in _build_calls(module, model):
+            for home, cls in _classes_built(module, node, scope):
                 found.append((home, cls, [module, *model.involved]))
     for call in module.calls:  # `Trainer(config, model, data)`: a project class whose methods train
         if not call.node.args:
@@ -398,6 +438,24 @@ def _trained_in(module: SourceModule) -> list[tuple[SourceModule, ClassRecord, l
                 for built_home, built in _classes_built(module, assignment.value, assignment.scope):
                     found.append((built_home, built, [module, home]))
     return found
+
+
+def _registry_names(module: SourceModule) -> set[str] | None:
+    """The model names a module trains through timm's registry (`create_model("deit_small")`); None for a
+    name the code computes (`create_model(args.model)`); empty when it trains none that way."""
+    names: set[str] | None = set()
+    for model in module.analysis(ModelAnalysis).models:
+        for node, scope in _build_calls(module, model):
+            qualname = module.qualname(node.func, scope) or ""
+            if not (qualname.startswith("timm.") and qualname.endswith("create_model")):
+                continue
+            first = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if isinstance(first, cst.SimpleString) and isinstance(first.evaluated_value, str):
+                if names is not None:
+                    names.add(first.evaluated_value)
+            else:
+                names = None
+    return names
 
 
 def _parts(home: SourceModule, cls: ClassRecord) -> list[tuple[SourceModule, ClassRecord]]:
