@@ -463,9 +463,11 @@ class ModuleFacts:
     def checkpointing_opportunities(self, min_depth: int) -> list[tuple[Stack, list[str]]]:
         """Stacks of at least `min_depth` repeated blocks (or of a configurable depth whose default is
         unknown) applied by `forward` in a trained class checkpointed nowhere: (the stack, the paths of
-        the modules that train it)."""
+        the other modules that train it, as seen from this one)."""
+        from torchlint.facts.torch.models import _relative
+
         return [
-            (stack, [module.path for module in trainers])
+            (stack, [_relative(module.path, self.path) for module in trainers if module is not self.source])
             for stack, trainers in self._checkpointing.opportunities(min_depth)
         ]
 
@@ -480,5 +482,7 @@ class ModuleFacts:
             if found is not None:
                 module, node, what = found
                 switch = f"{what} in {module.path}"
-        paths = [module.path for module in trainers] if trainers is not None else None
+        from torchlint.facts.torch.models import _relative
+
+        paths = [_relative(module.path, self.path) for module in trainers] if trainers is not None else None
         return paths, switch

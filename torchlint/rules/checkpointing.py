@@ -51,8 +51,7 @@ class CheckpointingOpportunity(Rule):
             block = f"`{stack.block}` blocks" if stack.block else "cloned blocks"
             depth = stack.depth
             count = f"{depth.value}" if not depth.configurable and depth.value is not None else depth.how
-            elsewhere = [path for path in trainers if path != facts.path]
-            by = f" (trained in {', '.join(elsewhere[:2])})" if elsewhere else ""
+            by = f" (trained in {', '.join(trainers[:2])})" if trainers else ""
             message = (
                 f"`{stack.cls.name}.{stack.attribute}` holds {block} ({count}) that {first.how} applies one "
                 f"after another (line {facts.line_of(first.node)}), in a trained model{by} with no "
@@ -129,22 +128,28 @@ class CheckpointWithoutUseReentrant(Rule):
                 continue
             callee = facts.code(found.callee)
             message = (
-                f"`{callee}(...)` without an explicit `use_reentrant`: torch warns on every call (\"the "
-                "use_reentrant parameter should be passed explicitly\") and recommends `use_reentrant=False`"
+                f'`{callee}(...)` without an explicit `use_reentrant`: torch warns on every call ("the '
+                'use_reentrant parameter should be passed explicitly") and recommends `use_reentrant=False`'
             )
             edit = build.add_keyword(facts.source, found.call.node, "use_reentrant", "False")
             fix = Fix("Pass `use_reentrant=False`", Applicability.UNSAFE, (edit,)) if edit else None
             yield self.finding(facts, found.callee, message, fix)
         for found in facts.hf_reentrant_checkpointing:
-            what = "`TrainingArguments(gradient_checkpointing=True)`" if found.training_arguments else (
-                f"`{facts.code(found.callee)}()`"
+            what = (
+                "`TrainingArguments(gradient_checkpointing=True)`"
+                if found.training_arguments
+                else (f"`{facts.code(found.callee)}()`")
             )
             message = (
                 f"{what} without `gradient_checkpointing_kwargs`: Hugging Face then checkpoints with "
-                "`use_reentrant=True`; pass `gradient_checkpointing_kwargs={\"use_reentrant\": False}`"
+                '`use_reentrant=True`; pass `gradient_checkpointing_kwargs={"use_reentrant": False}`'
             )
             edit = build.add_keyword(
                 facts.source, found.call, "gradient_checkpointing_kwargs", '{"use_reentrant": False}'
             )
-            fix = Fix("Pass `use_reentrant=False` to Hugging Face", Applicability.UNSAFE, (edit,)) if edit else None
+            fix = (
+                Fix("Pass `use_reentrant=False` to Hugging Face", Applicability.UNSAFE, (edit,))
+                if edit
+                else None
+            )
             yield self.finding(facts, found.callee, message, fix)

@@ -111,7 +111,11 @@ class CheckpointAnalysis:
             arguments = read_call(source, ref.call, record.scope, signature)
             found.append(
                 CheckpointCall(
-                    record, ref.expr, sequential, arguments.lacks("use_reentrant"), self._under_no_grad(ref.call)
+                    record,
+                    ref.expr,
+                    sequential,
+                    arguments.lacks("use_reentrant"),
+                    self._under_no_grad(ref.call),
                 )
             )
         return found
@@ -155,19 +159,25 @@ class CheckpointAnalysis:
         for call in source.calls:
             func = call.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "gradient_checkpointing_enable":
-                arguments = read_call(source, call.node, call.scope, Signature(("gradient_checkpointing_kwargs",)))
+                arguments = read_call(
+                    source, call.node, call.scope, Signature(("gradient_checkpointing_kwargs",))
+                )
                 if arguments.lacks("gradient_checkpointing_kwargs"):
                     found.append(HfCheckpointing(call.node, func, False))
                 continue
             qualname = source.qualname(func, call.scope) or ""
-            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(("TrainingArguments", "Config")):
+            if qualname.startswith(("transformers.", "trl.")) and qualname.endswith(
+                ("TrainingArguments", "Config")
+            ):
                 arguments = read_call(source, call.node, call.scope)
                 enabled = arguments.get("gradient_checkpointing")
                 if enabled is None or not isinstance(enabled.node, cst.Arg):
                     continue
                 value = enabled.node.value
-                if isinstance(value, cst.Name) and value.value == "True" and arguments.lacks(
-                    "gradient_checkpointing_kwargs"
+                if (
+                    isinstance(value, cst.Name)
+                    and value.value == "True"
+                    and arguments.lacks("gradient_checkpointing_kwargs")
                 ):
                     found.append(HfCheckpointing(call.node, func, True))
         return found
@@ -186,7 +196,8 @@ class CheckpointAnalysis:
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
             qualname = source.qualname(func, call.scope) or ""
             if name in _CHECKPOINT_NAMES or (
-                "checkpoint" in qualname and qualname.split(".")[0] in ("torch", "deepspeed", "fairscale", "timm")
+                "checkpoint" in qualname
+                and qualname.split(".")[0] in ("torch", "deepspeed", "fairscale", "timm")
                 and not qualname.startswith(("torch.save", "torch.load"))
                 and "checkpoint_path" not in qualname
             ):
@@ -198,11 +209,16 @@ class CheckpointAnalysis:
                     found.append((arg, f"`{arg.keyword.value}=`"))
         for cls in source.classes:
             if "Checkpoint" in cls.name and any(
-                (source.qualname(base.value, cls.scope) or "") == "torch.autograd.Function" for base in cls.node.bases
+                (source.qualname(base.value, cls.scope) or "") == "torch.autograd.Function"
+                for base in cls.node.bases
             ):
                 found.append((cls.node, f"the autograd function `{cls.name}`"))
         for function in source.functions:
-            if function.owner is None and "checkpoint" in function.name and _calls_backward_machinery(function):
+            if (
+                function.owner is None
+                and "checkpoint" in function.name
+                and _calls_backward_machinery(function)
+            ):
                 found.append((function.node, f"the checkpoint function `{function.name}`"))
         return found
 
@@ -280,14 +296,18 @@ class CheckpointAnalysis:
         for function in source.functions:
             if function.owner is not None or (names is not None and function.name not in names):
                 continue
-            if not any((dotted(d.decorator) or "").endswith("register_model") for d in function.node.decorators):
+            if not any(
+                (dotted(d.decorator) or "").endswith("register_model") for d in function.node.decorators
+            ):
                 continue
             for returned in function.returns:
                 values = [returned]
                 if isinstance(returned, cst.Name):
                     values = [a.value for a in source.assigned_values(returned, function.scope)]
                 for value in values:
-                    found.extend(cls for home, cls in _classes_built(source, value, function.scope) if home is source)
+                    found.extend(
+                        cls for home, cls in _classes_built(source, value, function.scope) if home is source
+                    )
         return found
 
     def trainers_of(self, cls: ClassRecord) -> list[SourceModule] | None:

@@ -88,7 +88,11 @@ class Application:
         """The keyword arguments the block call passes (`**` as `**`)."""
         if self.call is None:
             return ()
-        return tuple(a.keyword.value if a.keyword is not None else "**" for a in self.call.args if a.keyword or a.star == "**")
+        return tuple(
+            a.keyword.value if a.keyword is not None else "**"
+            for a in self.call.args
+            if a.keyword or a.star == "**"
+        )
 
 
 @dataclass(eq=False)
@@ -112,7 +116,11 @@ class StructureAnalysis:
     def stacks(self) -> list[Stack]:
         """Every stack of this module's classes, with its applications (possibly none)."""
         source = self.source
-        if "ModuleList" not in source.text and "Sequential" not in source.text and "clones" not in source.text:
+        if (
+            "ModuleList" not in source.text
+            and "Sequential" not in source.text
+            and "clones" not in source.text
+        ):
             return []
         found: list[Stack] = []
         for cls in source.classes:
@@ -189,10 +197,14 @@ class StructureAnalysis:
         if name is None:
             return None
         last = name.rsplit(".", 1)[-1]
-        if not (last[:1].isupper() or last in method.params or "block" in last.lower() or "layer" in last.lower()):
+        if not (
+            last[:1].isupper() or last in method.params or "block" in last.lower() or "layer" in last.lower()
+        ):
             return None
         if (self.source.qualname(element.func, scope) or "").startswith("torch.nn."):
-            return None  # `nn.Linear` / `nn.Conv2d`: a layer saves only its input, which checkpointing saves too
+            return (
+                None  # `nn.Linear` / `nn.Conv2d`: a layer saves only its input, which checkpointing saves too
+            )
         index = target.value if isinstance(target, cst.Name) else None
         params = set(method.params)
         for arg in element.args:
@@ -220,7 +232,9 @@ class StructureAnalysis:
             return depth
         return None
 
-    def depth_of(self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord, hops: int = 0) -> Depth:
+    def depth_of(
+        self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord, hops: int = 0
+    ) -> Depth:
         """What a count is: a literal, a parameter (with its default), a config field, `self.depth`."""
         source = self.source
         code = source.code(expr)
@@ -315,7 +329,11 @@ class StructureAnalysis:
                 continue
             container = _CONTAINERS.get(home.qualname(returned.func, function.scope) or "")
             args = [arg.value for arg in returned.args if arg.keyword is None]
-            if container is None or len(args) != 1 or not isinstance(args[0], (cst.ListComp, cst.GeneratorExp)):
+            if (
+                container is None
+                or len(args) != 1
+                or not isinstance(args[0], (cst.ListComp, cst.GeneratorExp))
+            ):
                 continue
             comprehension = args[0]
             iterated = comprehension.for_in.iter
@@ -373,7 +391,9 @@ class StructureAnalysis:
                     if dotted(call.node.func) == name:
                         statement = self._carried_statement(method, call.node)
                         how = f"`{self.source.code(call.node.func)}(...)` in {reached}"
-                        found.append(Application(method, call.node, how, call.node, statement, name, whole=True))
+                        found.append(
+                            Application(method, call.node, how, call.node, statement, name, whole=True)
+                        )
         return found
 
     def _loop_application(self, loop: LoopRecord, name: str, reached: str) -> Application | None:
@@ -404,7 +424,11 @@ class StructureAnalysis:
             if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
                 target = small.targets[0].target
                 first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
-                if isinstance(target, cst.Name) and isinstance(first, cst.Name) and first.value == target.value:
+                if (
+                    isinstance(target, cst.Name)
+                    and isinstance(first, cst.Name)
+                    and first.value == target.value
+                ):
                     return statement
         return None
 
