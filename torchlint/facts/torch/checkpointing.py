@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 3
+MAX_BUILD_DEPTH = 6  # factory returns and names followed from a build to the class (DETR: four)
+MAX_CLASSES = 500  # classes followed from the trained models of one project, at most
 CHECKPOINT = "torch.utils.checkpoint.checkpoint"
 CHECKPOINT_SEQUENTIAL = "torch.utils.checkpoint.checkpoint_sequential"
 CHECKPOINT_SIGNATURE = Signature(("function",), star_args=True)
@@ -242,11 +244,11 @@ class CheckpointAnalysis:
     # -- which classes are trained --------------------------------------------------------------------
 
     def _candidates(self) -> list[SourceModule]:
-        """This module, the project modules that import it, and those that import them."""
+        """This module, the project modules that import it, and up to two more levels of importers."""
         source = self.source
         found = [source]
         frontier = [source]
-        for _ in range(2):
+        for _ in range(3):  # main.py -> models/__init__.py -> models/detr.py -> models/transformer.py
             following = []
             for module in frontier:
                 if module.project is None or module.file is None:
@@ -264,32 +266,27 @@ class CheckpointAnalysis:
         """id of a class of this module -> the modules that train it (or a model it is part of)."""
         source = self.source
         own = {id(cls.node): cls for cls in source.classes}
-        direct: dict[int, tuple[SourceModule, ClassRecord, list[SourceModule]]] = {}
+        todo: list[tuple[Built, list[SourceModule]]] = []
         for module in self._candidates():
-            found = _trained_in(module)
+            todo.extend(_trained_in(module))
             names = _registry_names(module)
             if names != set():  # `create_model(args.model)`: what this module registers may be trained
-                found.extend((source, cls, [module]) for cls in self._registered(names))
-            for home, cls, trainers in found:
-                entry = direct.setdefault(id(cls.node), (home, cls, []))
-                for trainer in trainers:
-                    if trainer not in entry[2]:
-                        entry[2].append(trainer)
+                todo.extend((built, [module]) for built in self._registered(names))
         result: dict[int, list[SourceModule]] = {}
-        todo = list(direct.values())
-        seen: set[int] = set()
+        seen: set[tuple[int, int]] = set()
         while todo:
-            home, cls, trainers = todo.pop()
-            if id(cls.node) in seen:
+            built, trainers = todo.pop()
+            key = (id(built.cls.node), id(built.call))
+            if key in seen or len(seen) > MAX_CLASSES:
                 continue
-            seen.add(id(cls.node))
-            if id(cls.node) in own:
-                result[id(cls.node)] = trainers
-            for part_home, part in _parts(home, cls):
-                todo.append((part_home, part, trainers))
+            seen.add(key)
+            if id(built.cls.node) in own:
+                known = result.setdefault(id(built.cls.node), [])
+                known.extend(t for t in trainers if t not in known)
+            todo.extend((part, trainers) for part in _parts(built))
         return result
 
-    def _registered(self, names: set[str] | None) -> list[ClassRecord]:
+    def _registered(self, names: set[str] | None) -> list[Built]:
         """Classes this module's `@register_model` functions build (those named in `names`; all: None)."""
         source = self.source
         found = []
@@ -305,9 +302,7 @@ class CheckpointAnalysis:
                 if isinstance(returned, cst.Name):
                     values = [a.value for a in source.assigned_values(returned, function.scope)]
                 for value in values:
-                    found.extend(
-                        cls for home, cls in _classes_built(source, value, function.scope) if home is source
-                    )
+                    found.extend(b for b in _classes_built(source, value, function.scope) if b.home is source)
         return found
 
     def trainers_of(self, cls: ClassRecord) -> list[SourceModule] | None:
@@ -319,7 +314,7 @@ class CheckpointAnalysis:
         seen: list[SourceModule] = []
         for module in modules:
             involved = [module]
-            for model in module.analysis(ModelAnalysis).models:
+            for model in module.analysis(ModelAnalysis).optimized:
                 involved.extend(m for m in model.involved if m not in involved)
             for other in involved:
                 if other in seen:
@@ -381,23 +376,53 @@ def _calls_backward_machinery(function) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Built:
+    """A project class some code builds: where the class is, and the call that builds it (where its
+    constructor's arguments can be read)."""
+
+    home: SourceModule
+    cls: ClassRecord
+    call: cst.Call | None = None
+    call_home: SourceModule | None = None
+    call_scope: Scope | None = None
+
+
 def _classes_built(
     module: SourceModule, value: cst.BaseExpression, scope: Scope, depth: int = 0
-) -> list[tuple[SourceModule, ClassRecord]]:
+) -> list[Built]:
     """The project classes a model built by `value` is an instance of: `GPT(cfg)`, `GPT.from_pretrained`,
-    a factory of the project (`build_model(cfg)`) that returns one."""
-    if depth > MAX_DEPTH or not isinstance(value, cst.Call):
+    a factory of the project (`build_model(cfg)`) that returns one, a name assigned one, or a function of a
+    project module picked by name (`models_mae.__dict__[args.model](...)`, `getattr(models, name)(...)`)."""
+    if depth > MAX_BUILD_DEPTH:
+        return []
+    if isinstance(value, cst.Name):
+        return [
+            built
+            for assignment in module.assigned_values(value, scope)
+            for built in _classes_built(module, assignment.value, assignment.scope, depth + 1)
+        ]
+    if not isinstance(value, cst.Call):
         return []
     func = value.func
     found = module.resolve_class(func, scope)
     if found is not None:
-        return [found]
+        return [Built(found[0], found[1], value, module, scope)]
     if isinstance(func, cst.Attribute):  # `GPT.from_pretrained(...)`: a classmethod returning the class
         found = module.resolve_class(func.value, scope)
         if found is not None:
-            return [found]
+            return [Built(found[0], found[1])]
         if func.attr.value in ("to", "cuda", "float", "half", "bfloat16", "train"):
             return _classes_built(module, func.value, scope, depth + 1)
+    picked = _picked_module(module, func, scope)
+    if picked is not None:
+        return [
+            built
+            for function in picked.functions
+            if function.owner is None and not function.name.startswith("_")
+            for returned in function.returns
+            for built in _classes_built(picked, returned, function.scope, depth + 1)
+        ]
     target = module.callee_of_call(value, scope)
     if target is None:
         return []
@@ -406,12 +431,27 @@ def _classes_built(
     for returned in function.returns:
         if isinstance(returned, (cst.Tuple, cst.List)) and returned.elements:
             returned = returned.elements[0].value
-        if isinstance(returned, cst.Call):
-            classes.extend(_classes_built(home, returned, function.scope, depth + 1))
-        elif isinstance(returned, cst.Name):
-            for assignment in home.assigned_values(returned, function.scope):
-                classes.extend(_classes_built(home, assignment.value, assignment.scope, depth + 1))
+        classes.extend(_classes_built(home, returned, function.scope, depth + 1))
     return classes
+
+
+def _picked_module(module: SourceModule, func: cst.BaseExpression, scope: Scope) -> SourceModule | None:
+    """The project module of `models.__dict__[name]` / `getattr(models, name)` / `vars(models)[name]`."""
+    named = None
+    if isinstance(func, cst.Subscript):
+        base = func.value
+        if isinstance(base, cst.Attribute) and base.attr.value == "__dict__":
+            named = base.value
+        elif isinstance(base, cst.Call) and dotted(base.func) == "vars" and base.args:
+            named = base.args[0].value
+    elif isinstance(func, cst.Call) and dotted(func.func) == "getattr" and len(func.args) == 2:
+        named = func.args[0].value
+    if named is None or module.project is None or module.file is None:
+        return None
+    qualname = module.qualname(named, scope)
+    path = module.project.module_file(module.file, qualname) if qualname else None
+    other = module.project.facts_for(path, module.file) if path is not None else None
+    return other if other is not module else None
 
 
 def _build_calls(module: SourceModule, model) -> list[tuple[cst.Call, Scope]]:
@@ -433,14 +473,14 @@ def _build_calls(module: SourceModule, model) -> list[tuple[cst.Call, Scope]]:
     return found
 
 
-def _trained_in(module: SourceModule) -> list[tuple[SourceModule, ClassRecord, list[SourceModule]]]:
+def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule]]]:
     """The project classes whose instances `module` trains, each with the modules that train it."""
     found = []
     models = module.analysis(ModelAnalysis)
-    for model in models.models:
+    for model in models.optimized:
         for node, scope in _build_calls(module, model):
-            for home, cls in _classes_built(module, node, scope):
-                found.append((home, cls, [module, *model.involved]))
+            for built in _classes_built(module, node, scope):
+                found.append((built, [module, *model.involved]))
     for call in module.calls:  # `Trainer(config, model, data)`: a project class whose methods train
         if not call.node.args:
             continue
@@ -454,9 +494,8 @@ def _trained_in(module: SourceModule) -> list[tuple[SourceModule, ClassRecord, l
         for arg in call.node.args:
             if not isinstance(arg.value, cst.Name):
                 continue
-            for assignment in module.assigned_values(arg.value, call.scope):
-                for built_home, built in _classes_built(module, assignment.value, assignment.scope):
-                    found.append((built_home, built, [module, home]))
+            for built in _classes_built(module, arg.value, call.scope):
+                found.append((built, [module, home]))
     return found
 
 
@@ -464,7 +503,7 @@ def _registry_names(module: SourceModule) -> set[str] | None:
     """The model names a module trains through timm's registry (`create_model("deit_small")`); None for a
     name the code computes (`create_model(args.model)`); empty when it trains none that way."""
     names: set[str] | None = set()
-    for model in module.analysis(ModelAnalysis).models:
+    for model in module.analysis(ModelAnalysis).optimized:
         for node, scope in _build_calls(module, model):
             qualname = module.qualname(node.func, scope) or ""
             if not (qualname.startswith("timm.") and qualname.endswith("create_model")):
@@ -478,20 +517,29 @@ def _registry_names(module: SourceModule) -> set[str] | None:
     return names
 
 
-def _parts(home: SourceModule, cls: ClassRecord) -> list[tuple[SourceModule, ClassRecord]]:
-    """The project classes a module of class `cls` is built from (its attributes' classes, the blocks of its
-    stacks) and its bases: training `cls` trains them."""
-    found = []
+def _parts(built: Built) -> list[Built]:
+    """The project classes a module of class `cls` is built from — its attributes' classes (also built by a
+    factory, or passed to its constructor: `DETR(backbone, transformer)`), the blocks of its stacks — and
+    its bases: training `cls` trains them."""
+    from torchlint.facts.syntax.calls import argument_for
+
+    home, cls = built.home, built.cls
+    init = cls.methods.get("__init__")
+    found: list[Built] = []
     for values in cls.attributes.values():
         for value, scope in values:
+            if isinstance(value, cst.Name) and init is not None and value.value in init.params:
+                if built.call is not None and built.call_home is not None and built.call_scope is not None:
+                    argument = argument_for(built.call, init, value.value)
+                    if argument is not None:
+                        found.extend(_classes_built(built.call_home, argument, built.call_scope))
+                continue
             for node in _calls_in_value(value):
-                part = home.resolve_class(node.func, scope)
-                if part is not None:
-                    found.append(part)
+                found.extend(_classes_built(home, node, scope, MAX_BUILD_DEPTH - 2))
     for base in cls.node.bases:
         part = home.resolve_class(base.value, cls.scope)
         if part is not None:
-            found.append(part)
+            found.append(Built(part[0], part[1], built.call, built.call_home, built.call_scope))
     return found
 
 
