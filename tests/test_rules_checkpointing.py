@@ -528,6 +528,120 @@ def test_a_model_trained_through_timms_registry(tmp_path):
     assert check_file(tmp_path, "models.py") == []  # a literal name of another model
 
 
+def test_detr_style_a_stack_passed_to_the_trained_class_by_a_chain_of_builders(tmp_path):
+    transformer = """\
+    import copy
+
+    from torch import nn
+
+
+    def _get_clones(module, n):
+        return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+    class Encoder(nn.Module):
+        def __init__(self, layer, num_layers):
+            super().__init__()
+            self.layers = _get_clones(layer, num_layers)
+
+        def forward(self, src, pos=None):
+            out = src
+            for layer in self.layers:
+                out = layer(out, pos=pos)
+            return out
+
+
+    class Transformer(nn.Module):
+        def __init__(self, layers=6):
+            super().__init__()
+            self.encoder = Encoder(EncoderLayer(), layers)
+
+        def forward(self, src):
+            return self.encoder(src)
+
+
+    def build_transformer(args):
+        return Transformer(layers=args.enc_layers)
+    """
+    detector = """\
+    from torch import nn
+
+    from .transformer import build_transformer
+
+
+    class Detector(nn.Module):
+        def __init__(self, backbone, transformer):
+            super().__init__()
+            self.backbone = backbone
+            self.transformer = transformer
+
+        def forward(self, x):
+            return self.transformer(self.backbone(x))
+
+
+    def build(args):
+        transformer = build_transformer(args)
+        model = Detector(make_backbone(args), transformer)
+        return model, make_criterion(args)
+    """
+    package = "from .detector import build\n\n\ndef build_model(args):\n    return build(args)\n"
+    main = """\
+    import torch
+
+    from models import build_model
+
+
+    def main(args):
+        model, criterion = build_model(args)
+        model_without_ddp = model
+        groups = [{"params": [p for n, p in model_without_ddp.named_parameters() if "backbone" not in n]}]
+        optimizer = torch.optim.AdamW(groups)
+        train_one_epoch(model, criterion, loader, optimizer)
+    """
+    write_project(
+        tmp_path,
+        {
+            "models/__init__.py": package,
+            "models/detector.py": detector,
+            "models/transformer.py": transformer,
+            "main.py": main,
+        },
+    )
+    found = check_file(tmp_path, "models/transformer.py")
+    assert [(d.code, d.location.line) for d in found] == [("TL401", 13)]
+    assert "(trained in ../main.py)" in found[0].message
+
+
+def test_mae_style_a_model_picked_by_name_from_a_project_module(tmp_path):
+    models = MODEL_FILE + "\n\ndef net_large(**kwargs):\n    model = Net(**kwargs)\n    return model\n"
+    pretrain = """\
+    import torch
+
+    import models_mae
+
+
+    def main(args):
+        model = models_mae.__dict__[args.model](norm_pix_loss=True)
+        model_without_ddp = model
+        param_groups = add_weight_decay(model_without_ddp, args.weight_decay)
+        optimizer = torch.optim.AdamW(param_groups, lr=args.lr)
+        for x in loader:
+            model(x).backward()
+            optimizer.step()
+    """
+    write_project(tmp_path, {"models_mae.py": models, "main_pretrain.py": pretrain})
+    found = check_file(tmp_path, "models_mae.py")
+    assert [(d.code, d.location.line) for d in found] == [("TL401", 7)]
+
+
+def test_nanochat_style_the_model_builds_its_own_optimizer(tmp_path):
+    train = TRAIN_FILE.replace(
+        "optimizer = torch.optim.AdamW(model.parameters())", "optimizer = model.setup_optimizer(lr=0.02)"
+    )
+    write_project(tmp_path, {"model.py": MODEL_FILE, "train.py": train})
+    assert [d.code for d in check_file(tmp_path, "model.py")] == ["TL401"]
+
+
 # -- TL402 -------------------------------------------------------------------------------------------------
 
 

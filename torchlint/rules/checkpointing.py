@@ -51,7 +51,7 @@ class CheckpointingOpportunity(Rule):
             block = f"`{stack.block}` blocks" if stack.block else "cloned blocks"
             depth = stack.depth
             count = f"{depth.value}" if not depth.configurable and depth.value is not None else depth.how
-            by = f" (trained in {', '.join(trainers[:2])})" if trainers else ""
+            by = f" (trained in {trainers[0]})" if trainers else ""
             message = (
                 f"`{stack.cls.name}.{stack.attribute}` holds {block} ({count}) that {first.how} applies one "
                 f"after another (line {facts.line_of(first.node)}), in a trained model{by} with no "

@@ -814,9 +814,8 @@ def _groups_parameters(name: str) -> bool:
     """A helper that returns parameter groups of the module it is given: timm's `add_weight_decay` /
     `param_groups_weight_decay`, MAE's `param_groups_lrd`, `get_parameter_groups(model)`."""
     name = name.lower()
-    return (
-        "param_group" in name or "parameter_group" in name or name in ("add_weight_decay", "set_weight_decay")
-    )
+    groups = ("param_group", "params_group", "parameter_group")
+    return any(part in name for part in groups) or name in ("add_weight_decay", "set_weight_decay")
 
 
 def _names_cpu(expr: cst.BaseExpression) -> bool:
