@@ -7,8 +7,8 @@ groups built from `model.named_parameters()`, `create_optimizer_v2(model, ...)`,
 module that trains (it has a training loop, calls a function that has one, or hands training to a trainer
 object), and it is run (called, or handed to code that may call it). It is named by a variable (`model`) or
 an attribute of `self` (`self.model`); `model.module.parameters()` and `self.net.encoder.parameters()` name
-`model` and `self.net`. A model that is a parameter of the function that builds the optimizer is followed to every
-caller's argument, in this module and, through the project index, from the modules that call in
+`model` and `self.net`. A model that is a parameter of the function that builds the optimizer is followed
+to every caller's argument, in this module and, through the project index, from the modules that call in
 (`train(model, ...)` in engine.py, the model built in main.py).
 
 Its *events* are what the code does to it: built (`Net()`, `create_model(...)`,
