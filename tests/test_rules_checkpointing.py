@@ -713,3 +713,27 @@ def test_the_fixed_transformer_fixture_trains_the_same_and_saves_less(tmp_path):
     assert len(before_losses) == len(after_losses) == 4
     assert all(abs(a - b) <= 1e-6 for a, b in zip(before_losses, after_losses, strict=True))
     assert after_saved < before_saved / 4
+
+
+def test_experts_or_heads_applied_side_by_side_are_not_a_stack():
+    source = """\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self, n_expert=8):
+            super().__init__()
+            self.experts = nn.ModuleList([Expert() for _ in range(n_expert)])
+            self.heads = nn.ModuleList([Head() for _ in range(n_expert)])
+
+        def forward(self, x, masks):
+            y = torch.zeros_like(x)
+            for mask, expert in zip(masks, self.experts):
+                y[mask] += expert(x[mask])
+            outs = []
+            for head in self.heads:
+                outs.append(head(y))
+            return outs
+    """
+    assert tl401(source) == []

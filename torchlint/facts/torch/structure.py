@@ -406,11 +406,30 @@ class StructureAnalysis:
         calls = [call.node for call in loop.all_calls() if self.source.code(call.node.func) == block]
         if not calls:
             return None
-        statement = None
         call = calls[0]
-        if len(calls) == 1:
-            statement = self._carried_statement_in(node.body, call)
+        if not self._carries(node.body, call):
+            return None  # `y += expert(x)`, `outs.append(head(x))`: blocks side by side, not one after another
+        statement = self._carried_statement_in(node.body, call) if len(calls) == 1 else None
         return Application(loop.function, node, f"a loop in {reached}", call, statement, block)  # type: ignore[arg-type]
+
+    def _carries(self, body: cst.CSTNode, call: cst.Call) -> bool:
+        """The block's result becomes its next input: an assignment in the loop binds the name that the
+        call's first argument reads (`x = blk(x)`, `x, attn = blk(x)`, `x = x + blk(norm(x))`)."""
+        from torchlint.facts.syntax.walk import contains
+
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if first is None:
+            return False
+        read = {n.value for n in _names_in(first)}
+        for statement in statements(body):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and contains(small.value, call):
+                    bound = {n.value for target in small.targets for n in _names_in(target.target)}
+                    if bound & read:
+                        return True
+        return False
 
     def _carried_statement(self, method: FunctionRecord, call: cst.Call) -> cst.SimpleStatementLine | None:
         return self._carried_statement_in(method.node.body, call)
@@ -478,6 +497,27 @@ def _nested(
                     key = element.key.evaluated_value
                     if isinstance(key, str) and key.isidentifier():
                         found.extend(_nested(element.value, f"{path}.{key}", source, scope))
+    return found
+
+
+def _names_in(expr: cst.BaseExpression) -> list[cst.Name]:
+    """The plain names an expression reads or a target binds (through tuples, operators, calls, indexing)."""
+    found = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            stack.extend(element.value for element in node.elements)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.StarredElement):
+            stack.append(node.value)
     return found
 
 
