@@ -737,3 +737,9 @@ def test_experts_or_heads_applied_side_by_side_are_not_a_stack():
             return outs
     """
     assert tl401(source) == []
+
+
+def test_a_class_trained_through_a_star_import(tmp_path):
+    train = TRAIN_FILE.replace("from model import Net", "from model import *")
+    write_project(tmp_path, {"model.py": MODEL_FILE, "train.py": train})
+    assert [d.code for d in check_file(tmp_path, "model.py")] == ["TL401"]

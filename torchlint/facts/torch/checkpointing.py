@@ -405,7 +405,7 @@ def _classes_built(
     if not isinstance(value, cst.Call):
         return []
     func = value.func
-    found = module.resolve_class(func, scope)
+    found = module.resolve_class(func, scope) or _star_imported_class(module, func, scope)
     if found is not None:
         return [Built(found[0], found[1], value, module, scope)]
     if isinstance(func, cst.Attribute):  # `GPT.from_pretrained(...)`: a classmethod returning the class
@@ -433,6 +433,32 @@ def _classes_built(
             returned = returned.elements[0].value
         classes.extend(_classes_built(home, returned, function.scope, depth + 1))
     return classes
+
+
+def _star_imported_class(
+    module: SourceModule, func: cst.BaseExpression, scope: Scope
+) -> tuple[SourceModule, ClassRecord] | None:
+    """`GeneratorRRDB(...)` after `from models import *`: a class of a project module imported whole."""
+    if (
+        not isinstance(func, cst.Name)
+        or scope.lookup(func.value)
+        or module.project is None
+        or module.file is None
+    ):
+        return None
+    for statement in module.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if not (isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)):
+                continue
+            name = "." * len(small.relative) + (dotted(small.module) or "" if small.module else "")
+            path = module.project.module_file(module.file, name)
+            other = module.project.facts_for(path, module.file) if path is not None else None
+            cls = other.top_level_class(func.value) if other is not None and other is not module else None
+            if cls is not None:
+                return other, cls  # type: ignore[return-value]
+    return None
 
 
 def _picked_module(module: SourceModule, func: cst.BaseExpression, scope: Scope) -> SourceModule | None:
