@@ -743,3 +743,72 @@ def test_a_class_trained_through_a_star_import(tmp_path):
     train = TRAIN_FILE.replace("from model import Net", "from model import *")
     write_project(tmp_path, {"model.py": MODEL_FILE, "train.py": train})
     assert [d.code for d in check_file(tmp_path, "model.py")] == ["TL401"]
+
+
+# -- TL401: library models point to their own switch --------------------------------------------------------
+
+HF_LOOP = """\
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("bert-base-cased")
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-cased")
+optimizer = torch.optim.AdamW(params=model.parameters(), lr=2e-5)
+for batch in loader:
+    model(**batch).loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_trained_hugging_face_model_gets_its_switch_turned_on():
+    found = lint(HF_LOOP, select=("TL401",))
+    assert [(d.location.line, d.location.column) for d in found] == [(5, 9)]
+    fixed = fix(HF_LOOP, select=("TL401",))
+    assert fixed == HF_LOOP.replace(
+        '"bert-base-cased")\noptimizer',
+        '"bert-base-cased")\nmodel.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": '
+        "False})\noptimizer",
+    )
+    assert fix(fixed, select=("TL401",)) == fixed
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        (
+            "optimizer = torch.optim",
+            "if args.gc:\n    model.gradient_checkpointing_enable()\noptimizer = torch.optim",
+        ),
+        (
+            "optimizer = torch.optim",
+            "model = prepare_model_for_kbit_training(model)\noptimizer = torch.optim",
+        ),
+    ],
+)
+def test_a_hugging_face_model_whose_switch_is_decided_is_not_flagged(change):
+    assert lint(HF_LOOP.replace(*change), select=("TL401",)) == []
+
+
+def test_library_models_can_be_left_out_and_inference_is_silent():
+    assert lint(HF_LOOP, select=("TL401",), rule_options={"TL401": {"library-models": False}}) == []
+    inference = HF_LOOP.split("optimizer =")[0] + "with torch.no_grad():\n    model(**batch)\n"
+    assert lint(inference, select=("TL401",)) == []
+
+
+def test_timm_transformer_families_by_literal_name_and_training_arguments():
+    source = """\
+    import timm
+    import torch
+    from transformers import TrainingArguments
+
+    vit = timm.create_model("vit_base_patch16_224", pretrained=True)
+    cnn = timm.create_model("resnet50", pretrained=True)
+    optimizer = torch.optim.SGD([*vit.parameters(), *cnn.parameters()], lr=0.1)
+    for x, y in loader:
+        (vit(x).sum() + cnn(x).sum()).backward()
+        optimizer.step()
+    args = TrainingArguments(output_dir="out")
+    """
+    found = lint(source, select=("TL401",))
+    assert [d.location.line for d in found] == [5, 11]
+    assert "`vit.set_grad_checkpointing()`" in found[0].message

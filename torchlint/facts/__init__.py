@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.calls import Argument, CallArguments, Signature
     from torchlint.facts.syntax.collect import LoopRecord
     from torchlint.facts.syntax.module import SourceModule
-    from torchlint.facts.torch.checkpointing import CheckpointAnalysis, CheckpointCall, HfCheckpointing
+    from torchlint.facts.torch.checkpointing import (
+        CheckpointAnalysis,
+        CheckpointCall,
+        HfCheckpointing,
+        LibraryModel,
+    )
     from torchlint.facts.torch.datasets import DatasetAnalysis, Unpicklable
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.models import CompileQuestions, CompileSite, Model, ModelAnalysis
@@ -71,6 +76,7 @@ _LAZY = {
     "Stack": "torchlint.facts.torch.structure",
     "CheckpointCall": "torchlint.facts.torch.checkpointing",
     "HfCheckpointing": "torchlint.facts.torch.checkpointing",
+    "LibraryModel": "torchlint.facts.torch.checkpointing",
 }
 
 
@@ -97,6 +103,7 @@ __all__ = [
     "Device",
     "HfCheckpointing",
     "DeviceEvidence",
+    "LibraryModel",
     "Loader",
     "LoaderUse",
     "Model",
@@ -459,6 +466,12 @@ class ModuleFacts:
     def checkpointing_evidence(self) -> list[tuple[Node, str]]:
         """Everything in this module that says its author decided about activation checkpointing."""
         return self._checkpointing.evidence
+
+    @property
+    def library_models_without_checkpointing(self) -> list[LibraryModel]:
+        """Trained library models with their own checkpointing switch (Hugging Face, timm, a Trainer's
+        `TrainingArguments`) that nothing in this module turns on."""
+        return self._checkpointing.library_models
 
     def checkpointing_opportunities(self, min_depth: int) -> list[tuple[Stack, list[str]]]:
         """Stacks of at least `min_depth` repeated blocks (or of a configurable depth whose default is

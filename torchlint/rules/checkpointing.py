@@ -40,9 +40,18 @@ class CheckpointingOpportunity(Rule):
     name = "checkpointing-opportunity"
     severity = Severity.INFO
     fix_availability = FixAvailability.SOMETIMES
-    options = {"min-depth": (int, 4)}
-    # A stack is an `nn.ModuleList` / `nn.Sequential`, or built by a clone helper (`_get_clones`).
-    needs_text = ("ModuleList", "Sequential", "clones")
+    options = {"min-depth": (int, 4), "library-models": (bool, True)}
+    # A stack is an `nn.ModuleList` / `nn.Sequential`, or built by a clone helper (`_get_clones`); a library
+    # model is built by `from_pretrained` / `create_model`, or trained by a `TrainingArguments`' Trainer.
+    needs_text = (
+        "ModuleList",
+        "Sequential",
+        "clones",
+        "from_pretrained",
+        "create_model",
+        "TrainingArguments",
+        "SFTConfig",
+    )
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         min_depth = self.option_values["min-depth"]
@@ -62,6 +71,44 @@ class CheckpointingOpportunity(Rule):
             if reason:
                 message += f" (no automatic fix: {reason})"
             yield self.finding(facts, stack.node, message, fix)
+        if self.option_values["library-models"]:
+            yield from self._library_models(facts)
+
+    def _library_models(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        """Models from a library with its own switch: turn it on instead of editing library code."""
+        kwargs = '{"use_reentrant": False}'
+        for found in facts.library_models_without_checkpointing:
+            if found.library == "trainer":
+                message = (
+                    f"`{facts.code(found.callee)}(...)` trains without `gradient_checkpointing=True`: the "
+                    "Trainer keeps every layer's activations; checkpointing trades about one extra forward "
+                    "pass for most of that memory (a trade-off, not a defect)"
+                )
+                edit = build.add_keyword(facts.source, found.node, "gradient_checkpointing", "True")
+                fix = (
+                    Fix("Set `gradient_checkpointing=True`", Applicability.UNSAFE, (edit,)) if edit else None
+                )
+                yield self.finding(facts, found.callee, message, fix)
+                continue
+            if found.library == "transformers":
+                switch = (
+                    f"{found.model}.gradient_checkpointing_enable(gradient_checkpointing_kwargs={kwargs})"
+                )
+            else:
+                switch = f"{found.model}.set_grad_checkpointing()"
+            library = "Hugging Face" if found.library == "transformers" else "timm"
+            message = (
+                f"`{found.model}` is a trained {library} model, a stack of repeated blocks, with no "
+                f"activation checkpointing: its own switch `{switch}` trades about one extra forward pass "
+                "for most of the activation memory (a trade-off, not a defect)"
+            )
+            edit = build.statement_after(facts.source, found.statement, switch) if found.statement else None
+            fix = (
+                Fix("Turn on the model's gradient checkpointing", Applicability.UNSAFE, (edit,))
+                if edit
+                else None
+            )
+            yield self.finding(facts, found.node, message, fix)
 
     def _fix(self, facts: ModuleFacts, stack: Stack) -> tuple[str, Fix | None]:
         edits = []

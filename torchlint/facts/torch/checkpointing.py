@@ -53,7 +53,23 @@ _CHECKPOINT_NAMES = {
     "enable_gradient_checkpointing",
     "activation_checkpointing",
     "non_reentrant_wrapper",
+    "prepare_model_for_kbit_training",  # peft: turns on gradient checkpointing by default
 }
+# timm model families built of repeated transformer (or ConvNeXt) blocks, with `set_grad_checkpointing()`.
+_TIMM_STACKS = (
+    "vit_",
+    "deit",
+    "swin",
+    "beit",
+    "eva",
+    "cait",
+    "convnext",
+    "xcit",
+    "mvit",
+    "twins",
+    "pvt",
+    "levit",
+)
 _SWITCHES = {
     "grad_checkpointing",
     "gradient_checkpointing",
@@ -66,7 +82,7 @@ _SWITCHES = {
     "grad_ckpt",
     "checkpointing",
 }
-_TEXT = ("checkpoint", "Checkpoint")
+_TEXT = ("checkpoint", "Checkpoint", "prepare_model_for_kbit_training")
 
 
 @dataclass(frozen=True)
@@ -78,6 +94,21 @@ class CheckpointCall:
     sequential: bool
     lacks_use_reentrant: bool  # surely not passed (a `**kw` that cannot be followed keeps it False)
     under_no_grad: bool
+
+
+@dataclass(frozen=True)
+class LibraryModel:
+    """A trained model built by a library whose models have their own checkpointing switch: Hugging Face
+    `from_pretrained` (`model.gradient_checkpointing_enable(...)`), timm `create_model` of a transformer
+    family (`model.set_grad_checkpointing()`), or a `TrainingArguments` whose Trainer trains it
+    (`gradient_checkpointing=True`)."""
+
+    node: cst.CSTNode  # the build call, or the `TrainingArguments(...)` call
+    callee: cst.BaseExpression
+    library: str  # "transformers", "timm", "trainer"
+    model: str  # how the code names the model ("" for TrainingArguments)
+    statement: cst.CSTNode | None = None  # the build statement, alone on its lines, unconditional
+    scope: Scope | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +272,40 @@ class CheckpointAnalysis:
                     return what
         return None
 
+    @cached_property
+    def library_models(self) -> list[LibraryModel]:
+        """Library models trained here with no checkpointing decided in this module (nor in a module the
+        model is handed to)."""
+        source = self.source
+        if "from_pretrained" not in source.text and "create_model" not in source.text:
+            if "TrainingArguments" not in source.text and "SFTConfig" not in source.text:
+                return []
+        if self.evidence:
+            return []
+        found: list[LibraryModel] = []
+        from torchlint.facts.torch import frameworks
+
+        for arguments in frameworks.training_arguments(source):
+            if arguments.cls.endswith("TrainingArguments") or arguments.cls.endswith("SFTConfig"):
+                if arguments.lacks("gradient_checkpointing"):
+                    found.append(LibraryModel(arguments.call, arguments.callee, "trainer", ""))
+        for model in source.analysis(ModelAnalysis).models:
+            builds = model.builds
+            if len(builds) != 1 or not isinstance(builds[0].node, cst.Call):
+                continue
+            if any(
+                other.analysis(CheckpointAnalysis).evidence for other in model.involved if other is not source
+            ):
+                continue
+            event = builds[0]
+            call = event.node
+            library = _library_of(source, call, model.scope)
+            if library is None:
+                continue
+            statement = event.statement if not event.conditional and not event.in_loop else None
+            found.append(LibraryModel(call, call.func, library, model.text, statement, model.scope))
+        return found
+
     # -- which classes are trained --------------------------------------------------------------------
 
     def _candidates(self) -> list[SourceModule]:
@@ -351,6 +416,25 @@ class CheckpointAnalysis:
 
     def _in_class(self, node: cst.CSTNode, cls: ClassRecord) -> bool:
         return any(call.node is node for method in cls.methods.values() for call in method.calls)
+
+
+def _library_of(source: SourceModule, call: cst.Call, scope: Scope) -> str | None:
+    """ "transformers" for `AutoModelFor*.from_pretrained(...)` of a model class, "timm" for
+    `timm.create_model("vit_...")` of a family built of repeated blocks."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+        qualname = source.qualname(func.value, scope) or ""
+        name = qualname.rsplit(".", 1)[-1]
+        if qualname.startswith("transformers.") and ("Model" in name or "For" in name):
+            return "transformers"
+        return None
+    qualname = source.qualname(func, scope) or ""
+    if qualname.startswith("timm.") and qualname.endswith("create_model") and call.args:
+        first = call.args[0].value
+        if isinstance(first, cst.SimpleString) and isinstance(first.evaluated_value, str):
+            if first.evaluated_value.lower().startswith(_TIMM_STACKS):
+                return "timm"
+    return None
 
 
 def _deep(stack: Stack, min_depth: int, source: SourceModule) -> bool:

@@ -408,7 +408,9 @@ class StructureAnalysis:
             return None
         call = calls[0]
         if not self._carries(node.body, call):
-            return None  # `y += expert(x)`, `outs.append(head(x))`: blocks side by side, not one after another
+            return (
+                None  # `y += expert(x)`, `outs.append(head(x))`: blocks side by side, not one after another
+            )
         statement = self._carried_statement_in(node.body, call) if len(calls) == 1 else None
         return Application(loop.function, node, f"a loop in {reached}", call, statement, block)  # type: ignore[arg-type]
 
