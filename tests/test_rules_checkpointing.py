@@ -642,6 +642,22 @@ def test_nanochat_style_the_model_builds_its_own_optimizer(tmp_path):
     assert [d.code for d in check_file(tmp_path, "model.py")] == ["TL401"]
 
 
+def test_debug_facts_shows_the_stack_its_forward_application_and_who_trains_it(monkeypatch):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    monkeypatch.chdir(FIXTURES.parent)
+    output = CliRunner().invoke(main, ["debug", "facts", "fixtures/checkpoint_transformer/model.py"]).output
+    assert (
+        "stacks:\n"
+        "  line 55: `TinyGPT.blocks` nn.ModuleList of `Block` x `config.n_layer`, default 6, built by a "
+        "comprehension in `__init__`\n"
+        "    line 66: applied by a loop in `forward` (`x = block(x, mask)`)\n"
+        "    trained in train.py; checkpointed: no\n"
+    ) in output
+
+
 # -- TL402 -------------------------------------------------------------------------------------------------
 
 
