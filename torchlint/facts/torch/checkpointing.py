@@ -93,7 +93,6 @@ class CheckpointCall:
     callee: cst.BaseExpression
     sequential: bool
     lacks_use_reentrant: bool  # surely not passed (a `**kw` that cannot be followed keeps it False)
-    under_no_grad: bool
 
 
 @dataclass(frozen=True)
@@ -142,45 +141,12 @@ class CheckpointAnalysis:
             sequential = ref.qualname == CHECKPOINT_SEQUENTIAL
             signature = SEQUENTIAL_SIGNATURE if sequential else CHECKPOINT_SIGNATURE
             arguments = read_call(source, ref.call, record.scope, signature)
-            found.append(
-                CheckpointCall(
-                    record,
-                    ref.expr,
-                    sequential,
-                    arguments.lacks("use_reentrant"),
-                    self._under_no_grad(ref.call),
-                )
-            )
+            found.append(CheckpointCall(record, ref.expr, sequential, arguments.lacks("use_reentrant")))
         return found
 
     @cached_property
     def _records(self) -> dict[int, CallRecord]:
         return {id(call.node): call for call in self.source.calls}
-
-    @cached_property
-    def _no_grad_bodies(self) -> list[cst.BaseSuite]:
-        """The bodies of `with torch.no_grad():` / `with torch.inference_mode():` blocks."""
-        from torchlint.facts.syntax.walk import statements
-
-        source = self.source
-        if "no_grad" not in source.text and "inference_mode" not in source.text:
-            return []
-        found = []
-        scope = source.module_scope
-        for statement in statements(source.module):
-            if not isinstance(statement, cst.With):
-                continue
-            for item in statement.items:
-                value = item.item
-                if isinstance(value, cst.Call) and not value.args:
-                    if source.qualname(value.func, scope) in ("torch.no_grad", "torch.inference_mode"):
-                        found.append(statement.body)
-        return found
-
-    def _under_no_grad(self, call: cst.Call) -> bool:
-        from torchlint.facts.syntax.walk import contains
-
-        return any(contains(body, call) for body in self._no_grad_bodies)
 
     @cached_property
     def hf_checkpointing(self) -> list[HfCheckpointing]:
@@ -400,7 +366,7 @@ class CheckpointAnalysis:
         stacks = source.analysis(StructureAnalysis).stacks
         found = []
         for stack in stacks:
-            if not stack.applications or not _deep(stack, min_depth, source):
+            if not stack.applications or not _deep(stack, min_depth):
                 continue
             if self.class_switch(stack.cls) is not None:
                 continue
@@ -437,14 +403,12 @@ def _library_of(source: SourceModule, call: cst.Call, scope: Scope) -> str | Non
     return None
 
 
-def _deep(stack: Stack, min_depth: int, source: SourceModule) -> bool:
+def _deep(stack: Stack, min_depth: int) -> bool:
+    """At least `min_depth` blocks, or a configurable depth whose default is unknown (`config.n_layer`
+    filled by presets); a configurable depth with a smaller default is the author's shallow model."""
     depth = stack.depth
     if depth.value is not None:
-        if depth.value >= min_depth:
-            return True
-        if not depth.configurable:
-            return False
-        return False  # configurable with a small default: the author's model is shallow unless told
+        return depth.value >= min_depth
     return depth.configurable
 
 

@@ -456,8 +456,7 @@ class StructureAnalysis:
 
 def _iterated_block(node: cst.For, name: str, source: SourceModule, scope: Scope) -> str | None:
     """How the body names one block of `name` (`self.blocks`): `for blk in self.blocks`, `for i, blk in
-    enumerate(...)`, `for blk, pos in zip(self.blocks, ...)`, `for i in range(len(self.blocks))` with
-    `self.blocks[i]`."""
+    enumerate(...)`, `for blk, pos in zip(self.blocks, ...)`, `for i in range(...)` with `self.blocks[i]`."""
     iterated, target = node.iter, node.target
     if dotted(iterated) == name:
         return target.value if isinstance(target, cst.Name) else None
@@ -474,11 +473,8 @@ def _iterated_block(node: cst.For, name: str, source: SourceModule, scope: Scope
             if dotted(arg) == name:
                 element = target.elements[position].value
                 return element.value if isinstance(element, cst.Name) else None
-    if func == "range" and len(args) == 1 and isinstance(target, cst.Name):
-        counted = args[0]
-        if isinstance(counted, cst.Call) and dotted(counted.func) == "len" and counted.args:
-            if dotted(counted.args[0].value) == name:
-                return f"{name}[{target.value}]"
+    if func == "range" and args and isinstance(target, cst.Name):
+        return f"{name}[{target.value}]"  # `for i in range(self.depth): x = self.blocks[i](x)`
     return None
 
 
