@@ -285,6 +285,35 @@ def test_a_keyword_checkpoint_would_take_as_its_own_blocks_the_fix():
     assert len(found) == 1 and found[0].fix is None
 
 
+def test_convnext_style_stages_each_a_sequential_get_checkpoint_sequential():
+    source = """\
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self, depths=(3, 3, 9, 3), dims=(96, 192, 384, 768)):
+            super().__init__()
+            self.stages = nn.ModuleList()
+            for i in range(4):
+                stage = nn.Sequential(*[Block(dims[i]) for j in range(depths[i])])
+                self.stages.append(stage)
+
+        def forward(self, x):
+            for i in range(4):
+                x = self.down[i](x)
+                x = self.stages[i](x)
+            return x
+    """
+    found = tl401(source)
+    assert [d.location.line for d in found] == [8]
+    assert "(parameter `depths`, up to 9 per stage)" in found[0].message
+    fixed = fix(textwrap.dedent(source) + TRAIN_HERE.format(cls="Net"), select=CKPT)
+    assert "x = checkpoint_sequential(self.stages[i], len(self.stages[i]), x, use_reentrant=False)" in fixed
+    shallow = source.replace("depths=(3, 3, 9, 3)", "depths=(2, 2, 2, 2)")
+    assert tl401(shallow) == []
+
+
 # -- TL401: what is not a stack, or not a forward path ----------------------------------------------------
 
 

@@ -135,7 +135,7 @@ class CheckpointingOpportunity(Rule):
             return "the block call passes keywords that `checkpoint` would take as its own", None, ()
         scope = application.scope
         torch = build.name_module(facts.source, "torch", scope)
-        function = "checkpoint_sequential" if application.whole else "checkpoint"
+        function = "checkpoint_sequential" if application.whole or application.stages else "checkpoint"
         named = build.name_from_module(facts.source, "torch.utils.checkpoint", function, scope)
         if torch is None or named is None:
             return f"the name `torch` or `{function}` means something else here", None, ()
@@ -146,6 +146,10 @@ class CheckpointingOpportunity(Rule):
         if application.whole:
             if len(arguments) != 1 or keywords:
                 return "the `nn.Sequential` is called with more than one input", None, ()
+            inner = f"{application.block}, len({application.block}), {arguments[0]}, use_reentrant=False"
+        elif application.stages:
+            if len(arguments) != 1 or keywords:
+                return "a stage is called with more than one input", None, ()
             inner = f"{application.block}, len({application.block}), {arguments[0]}, use_reentrant=False"
         else:
             inner = ", ".join([application.block, *arguments, "use_reentrant=False"])

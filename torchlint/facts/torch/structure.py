@@ -65,6 +65,7 @@ class Application:
     statement: cst.SimpleStatementLine | None = None  # `x = blk(x, mask)` alone on its line
     block: str = ""  # how the loop names one block (`blk`, `self.blocks[i]`)
     whole: bool = False  # the Sequential is called whole
+    stages: bool = False  # each block is itself an `nn.Sequential` (a stage): checkpoint_sequential it
 
     @property
     def owner(self) -> str:
@@ -106,6 +107,7 @@ class Stack:
     how: str  # "a comprehension", "`.append` in a loop", "`_get_clones(...)`"
     method: FunctionRecord  # the method that builds it (`__init__`)
     applications: list[Application] = field(default_factory=list)
+    stages: bool = False  # each element is itself an `nn.Sequential` of repeated blocks (ConvNeXt's stages)
 
 
 class StructureAnalysis:
@@ -258,6 +260,15 @@ class StructureAnalysis:
             default = self._config_default(expr.attr.value)
             shown = f", default {default}" if default is not None else ""
             return Depth(default, f"`{code}`{shown}", True)
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):  # `depths[i]`: per stage
+            param = _param(method, expr.value.value)
+            default = param.default if param is not None else None
+            if isinstance(default, (cst.Tuple, cst.List)):
+                counts = [_int(element.value) for element in default.elements]
+                if counts and all(count is not None for count in counts):
+                    largest = max(counts)  # type: ignore[type-var]
+                    return Depth(largest, f"parameter `{expr.value.value}`, up to {largest} per stage", True)
+            return Depth(None, f"`{code}`", True)
         if isinstance(expr, cst.Call) and dotted(expr.func) == "getattr" and len(expr.args) == 3:
             default = _int(expr.args[2].value)
             shown = f", default {default}" if default is not None else ""
@@ -303,14 +314,44 @@ class StructureAnalysis:
             ]
             if len(appends) != 1 or loop.parent is not None and _is_range(loop.parent.node, self.source):
                 continue
-            block = self._block(appends[0].node.args[0].value, scope, loop.node.target, method)
+            if receiver != f"{_self(method)}.{path}" and not self._empty_list(receiver, scope):
+                continue
+            appended = appends[0].node.args[0].value
+            stage = self._stage(appended, loop.scope, method)
+            if stage is not None:
+                block, depth = stage
+                how = "`nn.Sequential` stages appended in a loop"
+                return Stack(cls, path, node, container, block, depth, how, method, stages=True)
+            block = self._block(appended, scope, loop.node.target, method)
             depth = self._range_depth(loop.node.iter, loop.scope, method)
             if block is None or depth is None:
                 continue
-            if receiver != f"{_self(method)}.{path}" and not self._empty_list(receiver, scope):
-                continue
             return Stack(cls, path, node, container, block, depth, "`.append(...)` in a loop", method)
         return None
+
+    def _stage(
+        self, value: cst.BaseExpression, scope: Scope, method: FunctionRecord
+    ) -> tuple[str, Depth] | None:
+        """`stage = nn.Sequential(*[Block(...) for j in range(depths[i])])` appended: a stage of repeated
+        blocks, with the largest per-stage depth."""
+        if isinstance(value, cst.Name):
+            values = self.source.assigned_values(value, scope)
+            if len(values) != 1:
+                return None
+            value = values[0].value
+        if not (isinstance(value, cst.Call) and self.source.qualname(value.func, scope) == _SEQUENTIAL):
+            return None
+        args = [arg for arg in value.args if arg.keyword is None]
+        if len(args) != 1:
+            return None
+        inner = args[0].value
+        if (
+            isinstance(inner, cst.List)
+            and len(inner.elements) == 1
+            and isinstance(inner.elements[0], cst.StarredElement)
+        ):
+            inner = inner.elements[0].value
+        return self._repeated(inner, scope, method)
 
     def _empty_list(self, name: str, scope: Scope) -> bool:
         values = self.source.assigned_values(cst.Name(name), scope)
@@ -385,6 +426,7 @@ class StructureAnalysis:
             for loop in method.loops:
                 application = self._loop_application(loop, name, reached)
                 if application is not None:
+                    application.stages = stack.stages
                     found.append(application)
             if stack.container == "nn.Sequential":
                 for call in method.calls:
