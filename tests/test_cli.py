@@ -107,13 +107,38 @@ def test_unknown_rule_code_on_the_command_line_exits_two(project):
 def test_exit_zero_keeps_findings_but_not_errors(project):
     (project / "train.py").write_text(DEPRECATED)
     assert invoke("--exit-zero").exit_code == 0
-    assert invoke("--exit-zero", "missing.py").exit_code == 2
+    assert invoke("--exit-zero", "--select", "TL999").exit_code == 2
 
 
-def test_missing_path_exits_two_naming_it(project):
-    result = invoke("nowhere/train.py")
-    assert result.exit_code == 2
-    assert "nowhere/train.py: no such file or directory" in result.output
+def test_a_missing_path_is_a_finding_and_the_other_paths_are_still_checked(project):
+    """As ruff's E902: one mistyped path does not hide the findings of the others."""
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("--output-format", "concise", "nowhere/train.py", "train.py")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:2] == [
+        "nowhere/train.py:1:1: TL002 nowhere/train.py: cannot read: No such file or directory",
+        'train.py:3:6: TL303 `torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`',
+    ]
+    assert "All checks passed" not in result.output
+
+
+def test_a_notebook_named_on_the_command_line_is_an_error_not_a_pass(project):
+    (project / "train.py").write_text("x = 1\n")
+    (project / "explore.ipynb").write_text(
+        '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+    )
+    (project / "notebooks").mkdir()
+    (project / "notebooks" / "eda.ipynb").write_text("{}")
+    named = invoke("explore.ipynb", "train.py")
+    assert named.exit_code == 2
+    assert "error: explore.ipynb: not checked: torchlint does not read notebooks yet" in named.stderr
+    assert "All checks passed" not in named.output
+    walked = invoke(".")
+    assert walked.exit_code == 0
+    assert (
+        "warning: 2 notebooks not checked (torchlint does not read notebooks yet): explore.ipynb, "
+        "notebooks/eda.ipynb" in walked.stderr
+    )
 
 
 def test_json_uses_ruffs_field_names(project):
@@ -145,14 +170,14 @@ def test_json_uses_ruffs_field_names(project):
 
 def test_syntax_errors_and_unreadable_files_are_findings_and_others_are_still_checked(project):
     (project / "a.py").write_text("def f(:\n    pass\n")
-    (project / "b.py").write_bytes(b"x = '\xe9'\n")
+    (project / "b.py").write_bytes(b"import torch\nx = '\xe9'\n")
     (project / "c.py").write_text(DEPRECATED)
     (project / "d.py").mkdir()
     result = invoke("--output-format", "concise", "-q", "a.py", "b.py", "c.py", "d.py")
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "a.py:1:7: TL001 SyntaxError: invalid syntax"
-    assert lines[1] == "b.py:1:1: TL002 b.py: cannot decode as utf-8 (line 1): invalid continuation byte"
+    assert lines[1] == "b.py:2:1: TL002 b.py: cannot decode as utf-8 (line 2): invalid continuation byte"
     assert lines[2].startswith("c.py:3:6: TL303")
     assert lines[3] == "d.py:1:1: TL002 d.py: is a directory, not a file"
 

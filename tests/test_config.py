@@ -39,6 +39,37 @@ def test_select_and_ignore_from_pyproject(project):
     assert findings() == [("train.py", "TL303")]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '[tool]\ntorchlint.ignore = ["TL304"]\n',
+        '[tool."torchlint"]\nignore = ["TL304"]\n',
+        'tool = { torchlint = { ignore = ["TL304"] } }\n',
+    ],
+)
+def test_every_toml_spelling_of_the_table_is_read(project, body):
+    (project / "pyproject.toml").write_text(body)
+    assert findings() == [("train.py", "TL303")]
+
+
+def test_an_unreadable_pyproject_is_an_error_naming_it(project, monkeypatch):
+    from torchlint.workspace.fs import FileSystem
+
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL304"]\n')
+    read_bytes = FileSystem.read_bytes
+
+    def denied(self, path):
+        if str(path).endswith("pyproject.toml"):
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(self, path)
+
+    monkeypatch.setattr(FileSystem, "read_bytes", denied)
+    assert (
+        error_of("--no-cache", ".")
+        == "error: " + str(project / "pyproject.toml") + ": cannot read: Permission denied"
+    )
+
+
 def test_cli_select_replaces_config_select_and_ignore_adds(project):
     write_config(project, 'select = ["TL304"]\n')
     assert findings("--select", "TL303") == [("train.py", "TL303")]

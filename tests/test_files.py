@@ -82,6 +82,54 @@ def test_symlink_loop_does_not_hang_and_files_are_reported_once(repo):
     assert files_reported() == ["alias.py"] or files_reported() == ["pkg/a.py"]
 
 
+def test_a_walk_does_not_follow_symlinks_out_of_the_folder_checked(tmp_path, monkeypatch):
+    """A link to a credentials file would be printed in a TL001 source line; one to another project's
+    file would be rewritten by --fix. Both are skipped, and said so; a link inside is followed."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    put(elsewhere, "credentials", "token = 'secret'\n")
+    put(elsewhere, "victim.py")
+    put(project, "pkg/inner.py")
+    (project / ".git").mkdir()
+    (project / "leak.py").symlink_to(elsewhere / "credentials")
+    (project / "tool.py").symlink_to(elsewhere / "victim.py")
+    (project / "shared").symlink_to(elsewhere, target_is_directory=True)
+    (project / "alias.py").symlink_to(project / "pkg" / "inner.py")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(main, ["--no-cache", "--fix", "--output-format", "concise", "."])
+    assert result.exit_code == 0, result.output
+    assert (elsewhere / "victim.py").read_text() == DEPRECATED
+    assert "torch.amp.autocast" in (project / "pkg" / "inner.py").read_text()
+    assert [line.split(":")[1] for line in result.stderr.splitlines()] == [
+        " leak.py",
+        " shared",
+        " tool.py",
+    ]
+    assert "outside the folder checked" in result.stderr
+    assert "secret" not in result.output
+    named = CliRunner().invoke(main, ["--no-cache", "--output-format", "concise", "tool.py"])
+    assert (named.exit_code, named.stdout.count("TL303")) == (1, 1)  # named: followed
+
+
+def test_an_unreadable_folder_is_an_error_not_a_silent_pass(repo, monkeypatch):
+    """Reliability C3: as a user without the permission, a folder's files were skipped without a word."""
+    from torchlint.workspace.fs import FileSystem
+
+    put(repo, "a.py", "x = 1\n")
+    put(repo, "locked/inner.py")
+    scandir = FileSystem.scandir
+
+    def denied(self, path):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied")
+        return scandir(self, path)
+
+    monkeypatch.setattr(FileSystem, "scandir", denied)
+    result = CliRunner().invoke(main, ["--no-cache", "."])
+    assert result.exit_code == 2
+    assert "error: locked: cannot read folder: Permission denied" in result.stderr
+    assert "All checks passed" not in result.output
+
+
 def test_same_file_named_twice_is_reported_once(repo):
     put(repo, "a.py")
     result = CliRunner().invoke(main, ["--output-format", "concise", "-q", "a.py", "./a.py", "."])

@@ -39,6 +39,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "_modules": "lists torchlint's own rules package to discover the rules, not the project"
     },
     "cache/folder.py": {"*": "the cache's own folder, never part of an answer"},
+    "cache/signing.py": {"_key": "the key that seals cache entries, in the user's cache folder"},
     "cache/digest.py": {"code_digest": "torchlint's own code, which keys every cached answer"},
     "cache/replay.py": {
         "replay": "reads the run record from the cache folder",

@@ -184,7 +184,7 @@ def test_an_existing_alias_is_reused():
     assert result.text == 'import torch as T\n\nscaler = T.amp.GradScaler("cuda")\n'
 
 
-def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
+def test_a_missing_import_is_added_once_where_isort_would_put_it():
     result = _fix(
         """\
         \"\"\"Training.\"\"\"
@@ -205,8 +205,8 @@ def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
         """\
         \"\"\"Training.\"\"\"
         import os
-        import torch.nn as nn
         import torch
+        import torch.nn as nn
 
         a = torch.amp.GradScaler("cuda")
         b = torch.amp.GradScaler("cuda")
@@ -217,6 +217,42 @@ def test_a_missing_import_is_added_once_at_the_end_of_the_import_block():
             return torch.amp.GradScaler("cuda")
         """
     )
+
+
+@pytest.mark.parametrize(
+    ("block", "fixed"),
+    [
+        (
+            "import os\nimport sys\n\nfrom torch.cuda.amp import GradScaler\n",
+            "import os\nimport sys\n\nimport torch\n",
+        ),
+        (
+            "import numpy as np\nfrom torch.cuda.amp import GradScaler\n",
+            "import numpy as np\nimport torch\n",
+        ),
+        (
+            "import os\n\nimport zarr\nfrom torch.cuda.amp import GradScaler\n",
+            "import os\n\nimport torch\nimport zarr\n",
+        ),
+        (
+            "from __future__ import annotations\n\nfrom torch.cuda.amp import GradScaler\n",
+            "from __future__ import annotations\n\nimport torch\n",
+        ),
+        (
+            "import os\n\nimport numpy\nfrom torch.cuda.amp import GradScaler\nfrom tqdm import tqdm\n",
+            "import os\n\nimport numpy\nimport torch\nfrom tqdm import tqdm\n",
+        ),
+        (
+            "from torch.cuda.amp import GradScaler\n\nfrom . import models\n",
+            "import torch\n\nfrom . import models\n",
+        ),
+    ],
+)
+def test_an_added_import_goes_where_isort_and_ruff_would_sort_it(block, fixed):
+    """Sections apart by a blank line, straight imports before from-imports, by module name: a block
+    that ruff's I001 accepted still passes after the fix."""
+    result = _fix(f"{block}\nscaler = GradScaler()\n")
+    assert result.text == f'{fixed}\nscaler = torch.amp.GradScaler("cuda")\n'
 
 
 def test_the_only_statement_of_a_block_is_not_removed():
@@ -304,7 +340,7 @@ def test_a_last_line_without_a_final_newline_is_fixed_and_stays_without_one():
 def test_a_use_kept_by_noqa_keeps_its_import():
     source = "from torch.cuda.amp import GradScaler\na = GradScaler()\nb = GradScaler()  # noqa: TL304\n"
     assert _fix(source).text == (
-        'from torch.cuda.amp import GradScaler\nimport torch\na = torch.amp.GradScaler("cuda")\n'
+        'import torch\nfrom torch.cuda.amp import GradScaler\na = torch.amp.GradScaler("cuda")\n'
         "b = GradScaler()  # noqa: TL304\n"
     )
 
@@ -562,3 +598,129 @@ def test_a_lone_carriage_return_ends_a_line_for_positions_fixes_and_noqa():
     assert fix(source, select=("TL304",)) == source.replace(
         "scaler = torch.cuda.amp.GradScaler()\ndoc", 'scaler = torch.amp.GradScaler("cuda")\ndoc'
     )
+
+
+# -- edits that must stay valid code and keep what the author wrote (reliability report M4, M5, M6, L1, L2) --
+
+
+def test_a_string_written_inside_an_f_string_takes_the_other_quote():
+    """Before Python 3.12 an f-string's replacement field may not reuse its quote."""
+    result = _fix('import torch\nx = f"{torch.cuda.amp.GradScaler(init_scale=2.0)!s:{w}}"\n')
+    assert result.text == "import torch\nx = f\"{torch.amp.GradScaler('cuda', init_scale=2.0)!s:{w}}\"\n"
+    assert result.warnings == []
+
+
+def test_no_fix_inside_f_strings_that_use_both_quotes():
+    source = "import torch\ny = f'{f\"{torch.cuda.amp.autocast()}\"}'\n"
+    result = _fix(source)
+    assert result.text == source
+    assert [d.code for d in result.diagnostics] == ["TL303"]
+    assert result.diagnostics[0].fix is None
+
+
+def test_an_import_re_exported_through_dunder_all_is_kept():
+    result = _fix("from torch.cuda.amp import GradScaler\n__all__ = ['GradScaler']\ns = GradScaler()\n")
+    assert result.text == (
+        "import torch\nfrom torch.cuda.amp import GradScaler\n"
+        "__all__ = ['GradScaler']\ns = torch.amp.GradScaler(\"cuda\")\n"
+    )
+
+
+def test_a_lazy_import_inside_a_function_stays_inside_it():
+    """A module that could be imported without torch still can."""
+    result = _fix(
+        """\
+        def make_scaler():
+            from torch.cuda.amp import GradScaler
+            return GradScaler()
+
+
+        def run():
+            ready = True
+            from torch.cuda.amp import autocast, GradScaler
+            with autocast():
+                return GradScaler()
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        def make_scaler():
+            import torch
+            return torch.amp.GradScaler("cuda")
+
+
+        def run():
+            ready = True
+            import torch
+            with torch.amp.autocast("cuda"):
+                return torch.amp.GradScaler("cuda")
+        """
+    )
+
+
+def test_comments_inside_a_removed_import_are_kept():
+    result = _fix(
+        """\
+        import torch
+        from torch.cuda.amp import (  # pinned: see the release notes
+            GradScaler,  # the fp16 scaler
+        )
+        s = GradScaler()
+        """
+    )
+    assert result.text == textwrap.dedent(
+        """\
+        import torch
+        # pinned: see the release notes
+        # the fp16 scaler
+        s = torch.amp.GradScaler("cuda")
+        """
+    )
+
+
+def test_the_diff_counts_lines_as_patch_does_across_form_feeds_and_line_separators():
+    before = "import torch\n# page\x0cbreak\u2028 here\nscaler = torch.cuda.amp.GradScaler()\n"
+    after = before.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    assert unified_diff("t.py", before, after) == (
+        "--- t.py\n+++ t.py\n@@ -1,3 +1,3 @@\n"
+        " import torch\n"
+        " # page\x0cbreak\u2028 here\n"
+        "-scaler = torch.cuda.amp.GradScaler()\n"
+        '+scaler = torch.amp.GradScaler("cuda")\n'
+    )
+
+
+def test_valid_code_nested_deeper_than_the_default_recursion_limit_is_checked_and_fixed():
+    """300 implicitly concatenated strings in parentheses: valid Python, and a tree 300 levels deep."""
+    strings = "\n".join(['"a" "b"'] * 300)
+    source = f"import torch\nscaler = torch.cuda.amp.GradScaler()\nx = ({strings})\n"
+    result = _fix(source)
+    assert result.text == source.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")')
+    assert (result.fixed, result.diagnostics, result.warnings) == (1, [], [])
+
+
+@pytest.mark.parametrize(
+    ("call", "fixed"),
+    [
+        (
+            "DataLoader(\n    ds,\n    batch_size=4\n)",
+            "DataLoader(\n    ds,\n    batch_size=4,\n    pin_memory=True\n)",
+        ),
+        ("DataLoader(\n    ds)", "DataLoader(\n    ds,\n    pin_memory=True)"),
+        (
+            "DataLoader(ds,\n           batch_size=4)",
+            "DataLoader(ds,\n           batch_size=4,\n           pin_memory=True)",
+        ),
+        ("DataLoader(ds, batch_size=4)", "DataLoader(ds, batch_size=4, pin_memory=True)"),
+    ],
+)
+def test_a_keyword_added_to_a_call_follows_the_call_s_own_layout(call, fixed):
+    """One argument per line stays one per line, with no trailing whitespace and `)` where it was."""
+    source = (
+        "import torch\nfrom torch.utils.data import DataLoader\n"
+        "model = Net().cuda()\nopt = torch.optim.SGD(model.parameters())\n"
+        f"loader = {call}\n"
+        "for x, y in loader:\n    opt.zero_grad()\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
+    )
+    result = Linter().fix_text("example.py", source, settings(select=("TL202",)), True)
+    assert result.text == source.replace(call, fixed)

@@ -110,6 +110,34 @@ def test_a_corrupted_record_is_ignored_and_rewritten(project):
     assert check(".") == (*first[:2], True)
 
 
+def test_a_cache_the_user_s_runs_did_not_write_is_never_believed(project):
+    """Reliability S4: a repository can commit `.torchlint_cache/`. A record or a result entry forged to
+    say "no findings" (valid JSON, the right shape, the file's real content hash) is a cache miss."""
+    from torchlint.cache.digest import content_hash
+
+    first = check(".")
+    assert first[0] == 1
+    cache = project / ".torchlint_cache"
+    outcome = {
+        "diagnostics": [],
+        "texts": {},
+        "warnings": [],
+        "files_checked": 2,
+        "fixable": 0,
+        "hidden_fixes": 0,
+    }
+    for record in (cache / "runs").glob("*.json"):
+        forged = {**json.loads(record.read_text()), "observed": {}, "outcome": outcome}
+        forged.pop("seal")
+        record.write_text(json.dumps(forged))
+    for entry in (cache / "results").glob("*.json"):
+        consulted = {
+            str(project / name): content_hash((project / name).read_bytes()) for name in ("train.py",)
+        }
+        entry.write_text(json.dumps({"consulted": consulted, "file_list": None, "diagnostics": []}))
+    assert check(".") == (*first[:2], False)
+
+
 def test_fix_diff_and_no_cache_never_replay_nor_record(project):
     (project / "amp.py").write_text(AMP)
     check("--no-cache", ".")

@@ -127,3 +127,27 @@ def test_a_second_fix_run_changes_nothing():
         == 'import torch\ns = torch.amp.GradScaler("cuda")\nwith torch.amp.autocast("cuda", enabled=True):\n    pass\n'
     )
     assert fixed(once) == once
+
+
+def test_the_fallback_for_torch_without_torch_amp_is_left_alone():
+    """A library that supports old torch tries the new API first; rewriting its fallback into the call that
+    just failed would break it there."""
+    source = """\
+    import torch
+
+    try:
+        scaler = torch.amp.GradScaler("cuda")
+    except (AttributeError, TypeError):
+        scaler = torch.cuda.amp.GradScaler()
+
+    try:
+        from torch.amp import autocast as new_autocast
+    except ImportError:
+        new_autocast = torch.cuda.amp.autocast
+
+    try:
+        ready = load()
+    except ValueError:
+        scaler = torch.cuda.amp.GradScaler()
+    """
+    assert codes_and_lines(source) == [("TL304", 16)]

@@ -277,3 +277,57 @@ def test_a_process_terminated_while_writing_leaves_a_whole_file_and_no_temp_file
     assert done.stdout == ""
     assert path.read_bytes() == AFTER
     assert leftovers(tmp_path) == []
+
+
+def _linked(tmp_path: Path) -> tuple[Path, SourceFile]:
+    path = tmp_path / "train.py"
+    path.write_bytes(BEFORE)
+    os.link(path, tmp_path / "link.py")
+    return path, SourceFile.read(path)
+
+
+def test_a_full_disk_refuses_an_in_place_rewrite_before_the_file_changes(tmp_path, monkeypatch):
+    path, source = _linked(tmp_path)
+
+    def disk_full(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writing.os, "posix_fallocate", disk_full, raising=False)
+    with pytest.raises(WriteRefused, match="No space left on device"):
+        write_source(source, AFTER.decode() + "# longer than before\n")
+    assert path.read_bytes() == (tmp_path / "link.py").read_bytes() == BEFORE
+
+
+def test_a_write_failing_halfway_in_place_puts_the_original_back(tmp_path, monkeypatch):
+    """The report's data-loss case: the disk fills after part of the new text went in."""
+    path, source = _linked(tmp_path)
+    pwrite = os.pwrite
+    calls = []
+
+    def half_then_full(fd, data, offset):
+        calls.append(offset)
+        if len(calls) == 1:
+            return pwrite(fd, bytes(data[:10]), offset)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return pwrite(fd, data, offset)
+
+    monkeypatch.setattr(writing.os, "pwrite", half_then_full)
+    monkeypatch.setattr(writing.os, "posix_fallocate", lambda fd, offset, length: None, raising=False)
+    with pytest.raises(WriteRefused, match="No space left on device"):
+        write_source(source, AFTER.decode() + "# longer than before\n")
+    assert path.read_bytes() == (tmp_path / "link.py").read_bytes() == BEFORE
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="no extended attributes on this platform")
+def test_extended_attributes_survive_the_atomic_replace(tmp_path):
+    """Reliability L8: a tag or an ACL on the file was lost with the old inode."""
+    path = tmp_path / "train.py"
+    path.write_bytes(BEFORE)
+    try:
+        os.setxattr(path, "user.note", b"keep")
+    except OSError:
+        pytest.skip("this file system does not take user extended attributes")
+    write_source(SourceFile.read(path), AFTER.decode())
+    assert path.read_bytes() == AFTER
+    assert os.getxattr(path, "user.note") == b"keep"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
+from torchlint.positions import Position
 from torchlint.workspace.fs import FileSystem
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
 
 
 def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
-    from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+    from torchlint.workspace.discovery import Notes, SettingsResolver, discover
     from torchlint.workspace.settings import ConfigError
 
     outcome = Outcome()
@@ -79,12 +80,11 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     try:
         options.overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
-        targets = discover(options.paths, resolver, options.force_exclude)
+        targets = discover(
+            options.paths, resolver, options.force_exclude, Notes(outcome.warnings, outcome.errors)
+        )
     except ConfigError as error:
         outcome.errors.append(str(error))
-        return outcome
-    except MissingPath as missing:
-        outcome.errors.append(f"{missing}: no such file or directory")
         return outcome
 
     worker = _Worker(linter, options, fs)
@@ -113,23 +113,52 @@ def available_cpus() -> int:
 
 
 def _in_parallel(targets: list[Target], options: RunOptions, jobs: int) -> list[Outcome]:
+    """The targets checked by `jobs` worker processes, in order.
+
+    Stopping is the parent's: workers ignore SIGINT (Ctrl-C reaches the whole process group), and when the
+    parent is interrupted or fails it raises `stop`, which each worker checks before every file, so no file
+    is started after that (one being written is finished: writes are atomic). A worker whose parent died
+    (SIGKILL, the OOM killer, a CI timeout) stops the same way, seeing that its parent is no longer the one
+    that started it.
+    """
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    context = multiprocessing.get_context()
+    stop = context.Event()
     chunk = max(1, len(targets) // (jobs * 4))
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(options,)) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(options, stop, os.getpid()),
+    )
+    try:
         return list(pool.map(_check_in_worker, targets, chunksize=chunk))
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 _process_worker: _Worker | None = None
+_process_stop = None  # the parent's stop event, in a worker process
+_process_parent = 0  # the pid of the parent that started this worker
 
 
-def _start_worker(options: RunOptions) -> None:
+def _start_worker(options: RunOptions, stop, parent: int) -> None:
     """A worker process's own FileSystem (recording when the parent records) and linter."""
+    import signal
+
     from torchlint.cache import replay as replays
     from torchlint.cache.fs import RecordingFileSystem
     from torchlint.linter import Linter
 
-    global _process_worker
+    global _process_worker, _process_stop, _process_parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _process_stop, _process_parent = stop, parent
     fs = RecordingFileSystem() if replays.replayable(options) else FileSystem()
     _process_worker = _Worker(Linter(prefilter=options.prefilter, fs=fs), options, fs)
 
@@ -138,6 +167,10 @@ def _check_in_worker(target: Target) -> Outcome:
     """One file in a worker process; what it read comes back with the outcome, for the parent's record."""
     from torchlint.cache.fs import RecordingFileSystem
 
+    if os.getppid() != _process_parent:
+        os._exit(1)  # orphaned: nobody will read the result, and no file may be written any more
+    if _process_stop is not None and _process_stop.is_set():
+        return Outcome()  # the parent stopped the run; it does not read this
     assert _process_worker is not None
     outcome = _process_worker.check(target)
     assert outcome is not None
@@ -182,6 +215,7 @@ class _Worker:
             if "TL002" in enabled_codes(settings, ["TL002"]):
                 diagnostic = io_error(target.display, f"{target.display}: {error}")
                 LineIndex("").locate(diagnostic)
+                diagnostic.location = diagnostic.end_location = Position(error.line, 1)
                 outcome.diagnostics.append(diagnostic)
             return outcome
         unsafe = options.unsafe_fixes or settings.unsafe_fixes

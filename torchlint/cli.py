@@ -226,7 +226,7 @@ def _summary(outcome, options) -> str:
         lines.append(f"Found {_plural(total, 'finding')} ({outcome.fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {_plural(remaining, 'finding')}.")
-    elif not outcome.files_failed and outcome.files_checked:  # never when nothing was read
+    elif not outcome.files_failed and not outcome.errors and outcome.files_checked:  # never after an error
         lines.append("All checks passed!")
     applicable, hidden = outcome.fixable, outcome.hidden_fixes
     hint = f"{_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with the `--unsafe-fixes` option"

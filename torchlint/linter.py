@@ -7,6 +7,8 @@ longer compiles.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -100,6 +102,12 @@ class Linter:
         `in_project` links the text to the project of `path` for cross-file facts: by default when a file is
         at `path`; True for a buffer or stdin text whose file need not exist yet, False for a text on its own.
         """
+        with _room_to_recurse():
+            return self._check_text(path, text, settings, in_project)
+
+    def _check_text(
+        self, path: str, text: str, settings: Settings, in_project: bool | None
+    ) -> list[Diagnostic]:
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
         found: list[Diagnostic] = []
@@ -212,6 +220,25 @@ class FixResult:
 
     def __iter__(self) -> Iterator:
         return iter((self.text, self.fixed, self.diagnostics))
+
+
+# The syntax tree is walked recursively (LibCST's own visitors do too): valid code such as 300 implicitly
+# concatenated strings in parentheses nests deeper than CPython's default limit of 1000 frames. Python frames
+# cost little C stack (none on 3.11+), so a higher limit is safe.
+_RECURSION_LIMIT = 10_000
+
+
+@contextlib.contextmanager
+def _room_to_recurse() -> Iterator[None]:
+    previous = sys.getrecursionlimit()
+    if previous >= _RECURSION_LIMIT:
+        yield
+        return
+    sys.setrecursionlimit(_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def _breaking_codes(text: str, path: str, fixable: list[Diagnostic], applied: tuple[int, ...]) -> list[str]:

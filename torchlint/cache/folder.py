@@ -32,20 +32,26 @@ def prepare(folder: Path) -> None:
     top = folder.parent
     if linked(folder):  # made a symlink while we looked
         raise OSError(f"{folder}: the cache folder is a symlink; not following it")
-    if not (top / "CACHEDIR.TAG").exists():
-        (top / "CACHEDIR.TAG").write_text(_TAG)
+    tag = top / "CACHEDIR.TAG"
+    if not tag.exists() or tag.read_text(errors="replace") != _TAG:
+        # The .gitignore first, the tag last and whole: a full disk leaves no tag, and the next run retries.
         (top / ".gitignore").write_text("*\n")
+        temp = top / f".CACHEDIR.TAG.{os.getpid()}.tmp"
+        temp.write_text(_TAG)
+        os.replace(temp, tag)
 
 
 def write_entry(folder: Path, name: str, entry: dict) -> None:
     """Store `entry` as `folder/name` atomically (a temp file of this process, then a rename: concurrent
     runs never see half an entry). Where nothing can be written (a read-only checkout) the run simply goes
     without a cache."""
+    from torchlint.cache.signing import sealed
+
     temp = folder / f".{name}.{os.getpid()}.tmp"
     try:
         prepare(folder)
         with open(temp, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle)
+            json.dump(sealed(entry), handle)
         os.replace(temp, folder / name)
     except OSError:
         with contextlib.suppress(OSError):

@@ -29,6 +29,7 @@ from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import CACHE_FOLDER, linked, prepare, write_entry
 from torchlint.cache.fs import RecordingFileSystem
+from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.outcome import Outcome, RunOptions
 from torchlint.workspace.fs import FileSystem
@@ -50,8 +51,8 @@ def replay(options: RunOptions) -> Outcome | None:
     if linked(path.parent):
         return None  # a symlinked cache is not ours to read
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if record["format"] != FORMAT:
+        record = opened(json.loads(path.read_text(encoding="utf-8")))
+        if record is None or record["format"] != FORMAT:
             return None
         holds, refreshed = RecordingFileSystem.still_holds(record["observed"], record["written_ns"])
         if not holds:

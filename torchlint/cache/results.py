@@ -21,6 +21,7 @@ from pathlib import Path
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import CACHE_FOLDER, linked, write_entry
+from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
@@ -72,15 +73,17 @@ class ResultCache:
         if linked(self.folder):
             return None  # a symlinked cache is not ours to read (nor to write: see `prepare`)
         try:
-            entry = json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8"))
+            entry = opened(json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8")))
+            if entry is None:
+                return None  # not written by this user's runs (a cache committed to the repository)
             for path, expected in entry["consulted"].items():
                 if self.file_hash(Path(path)) != expected:
                     return None
             if entry.get("file_list") is not None and entry["file_list"] != file_list():
                 return None
             return [Diagnostic.from_plain(item) for item in entry["diagnostics"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # missing, stale or corrupted: rebuild
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # missing, stale or corrupted (any shape JSON can take): rebuild
 
     def store(
         self, key: str, diagnostics: list[Diagnostic], consulted: set[Path], file_list: str | None = None

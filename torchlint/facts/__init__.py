@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from torchlint.facts.torch.precision import (
         AutocastSite,
         BackwardInAutocast,
+        Evidence,
         PrecisionAnalysis,
         Scaler,
         ScalerPlan,
@@ -67,6 +68,8 @@ _LAZY = {
     "Move": "torchlint.facts.torch.moves",
     "AutocastSite": "torchlint.facts.torch.precision",
     "BackwardInAutocast": "torchlint.facts.torch.precision",
+    "Evidence": "torchlint.facts.torch.precision",
+    "EvidenceKind": "torchlint.facts.torch.precision",
     "Scaler": "torchlint.facts.torch.precision",
     "ScalerPlan": "torchlint.facts.torch.precision",
     "Switch": "torchlint.facts.torch.precision",
@@ -103,6 +106,8 @@ __all__ = [
     "Device",
     "HfCheckpointing",
     "DeviceEvidence",
+    "Evidence",
+    "EvidenceKind",
     "LibraryModel",
     "Loader",
     "LoaderUse",
@@ -383,7 +388,7 @@ class ModuleFacts:
         return self._precision.switches
 
     @property
-    def precision_evidence(self) -> list[tuple[Node, str]]:
+    def precision_evidence(self) -> list[Evidence]:
         """Everything that says this module decided about precision (sites, scalers, switches, flags)."""
         return self._precision.evidence
 

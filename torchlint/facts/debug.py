@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchlint.facts import ModuleFacts
+from torchlint.facts import EvidenceKind, ModuleFacts
 
 
 def describe(facts: ModuleFacts) -> str:
@@ -63,9 +63,9 @@ def describe(facts: ModuleFacts) -> str:
         )
     for switch in facts.precision_switches:
         out.append(f"  line {line(switch.node)}: {switch.what}")
-    flags = [(node, what) for node, what in facts.precision_evidence if what.startswith("precision flag")]
+    flags = [(e.node, e.what) for e in facts.precision_evidence if e.kind is EvidenceKind.FLAG]
     if flags:
-        shown = ", ".join(f"{what[len('precision flag ') :]} (line {line(node)})" for node, what in flags[:5])
+        shown = ", ".join(f"{what} (line {line(node)})" for node, what in flags[:5])
         more = f" and {len(flags) - 5} more" if len(flags) > 5 else ""
         out.append(f"  flags: {shown}{more}")
     if not facts.precision_evidence:

@@ -17,6 +17,7 @@ Nothing here reads or writes files; `unified_diff` renders what `--diff` prints.
 from __future__ import annotations
 
 import difflib
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -42,14 +43,15 @@ class _Placed:
 def apply(text: str, fixes: list[Fix]) -> Applied:
     order = sorted(range(len(fixes)), key=lambda i: _first_offset(fixes[i]))
     kept: list[_Placed] = []  # the kept fixes' own edits
-    imports: dict[str, _Placed] = {}  # the imports the kept fixes need, once per module
+    imports: dict[tuple[str, int], _Placed] = {}  # the imports the kept fixes need, once per module and place
     applied: list[int] = []
     skipped: list[int] = []
     drops: dict[tuple[int, int, str], list[DropImportIfUnused]] = defaultdict(list)
     for index in order:
         fix = fixes[index]
         own = [_Placed(edit) for edit in fix.edits]
-        needed = {i.module: _Placed(i.edit(), i.module) for i in fix.imports if i.module not in imports}
+        needed = {(i.module, i.at): _Placed(i.edit(), i.module) for i in fix.imports}
+        needed = {place: edit for place, edit in needed.items() if place not in imports}
         taken = [*kept, *imports.values()]
         if (
             any(_overlaps(a, b) for i, a in enumerate(own) for b in own[i + 1 :])
@@ -121,13 +123,20 @@ def _overlaps(first: _Placed, second: _Placed) -> bool:
 
 def unified_diff(path: str, before: str, after: str) -> str:
     """What `--diff` prints for one file: a unified diff, marking a last line without a newline like git."""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), path, path
-    )
+    lines = difflib.unified_diff(_physical_lines(before), _physical_lines(after), path, path)
     out = []
     for line in lines:
-        if line.endswith("\n"):
+        if line.endswith(("\n", "\r")):
             out.append(line)
         else:
             out.append(line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _physical_lines(text: str) -> list[str]:
+    """Lines as `patch` and `git apply` count them: `str.splitlines` also breaks at a form feed, U+2028
+    and other separators, which would make the diff disagree with the file."""
+    return _LINE.findall(text)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.names import ScopeKind
 from torchlint.fix.model import AddImport, DropImportIfUnused, Edit
 
 if TYPE_CHECKING:
@@ -226,20 +227,33 @@ def name_from_module(
                 return f"{binding.name}.{name}", ()
     if not source.name_is_free(name, scope):
         return None
-    anchor = source.import_anchor()
-    return name, (AddImport(qualname, anchor, f"from {module} import {name}{source.newline}"),)
+    at, line = source.import_placement(f"from {module} import {name}")
+    return name, (AddImport(qualname, at, line),)
 
 
-def name_module(source: SourceModule, module: str, scope: Scope) -> tuple[str, tuple[AddImport, ...]] | None:
+def name_module(
+    source: SourceModule, module: str, scope: Scope, beside: Binding | None = None
+) -> tuple[str, tuple[AddImport, ...]] | None:
     """How a fix can name `module` where it edits: the file's own alias (`T` after `import torch as T`), or
-    the plain name plus the intent to import it; None when that name is taken by something else."""
+    the plain name plus the intent to import it; None when that name is taken by something else.
+
+    `beside` is the import binding the rewritten name came from: when it is a function's own (a lazy
+    import, so that the module can be imported without torch), the new import goes on the line before it
+    rather than to the top of the file, which would change what importing the module needs."""
     existing = source.name_for_module(module, scope)
     if existing is not None:
         return existing, ()
     if not source.name_is_free(module, scope):
         return None
-    anchor = source.import_anchor()
-    return module, (AddImport(module, anchor, f"import {module}{source.newline}"),)
+    if beside is not None and beside.node is not None and beside.scope.kind is ScopeKind.FUNCTION:
+        start, _ = source.span(beside.node)
+        line_start, _ = source.line_span(beside.node)
+        indent = source.text[line_start:start]
+        if indent.strip():
+            return None  # `x = 1; from ... import ...`: no line of its own to go before
+        return module, (AddImport(module, line_start, f"{indent}import {module}{source.newline}"),)
+    at, line = source.import_placement(f"import {module}")
+    return module, (AddImport(module, at, line),)
 
 
 def drop_import_if_unused(source: SourceModule, binding: Binding) -> DropImportIfUnused | None:
@@ -250,8 +264,11 @@ def drop_import_if_unused(source: SourceModule, binding: Binding) -> DropImportI
     statement = binding.node
     if binding.alias is None or not isinstance(statement, (cst.Import, cst.ImportFrom)):
         return None
-    if source.suite_size(statement) == 1 and not _at_module_level(source, statement):
+    at_module_level = _at_module_level(source, statement)
+    if source.suite_size(statement) == 1 and not at_module_level:
         return None  # the only statement of a function or block (`try:`, `if`): it would be left empty
+    if at_module_level and binding.name in source.exported_names:
+        return None  # re-exported through `__all__`: importers of this module use the name
     uses = len(source.references_of(binding))
     if uses == 0:
         return None
@@ -277,6 +294,9 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
     indentation of its block (multi-line calls would come out flush left).
     """
     statement = source.top_level_statement(old)
+    quotes = _fstring_quotes_around(statement, old)
+    if quotes:
+        new = _requoted(new, quotes)
     start = source.statement_start(statement)
     before = _body_code(source, statement)
     after = _body_code(source, statement.deep_replace(old, new))
@@ -291,6 +311,52 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
             raise EditError(f"cannot map {type(old).__name__} onto the source text")
         before, after = before[: -len(newline)], after[: -len(newline)]
     return minimal_edit(start, before, after)
+
+
+def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str]:
+    """The quote characters of the f-strings whose replacement fields hold `node` (empty when none).
+
+    Before Python 3.12 an expression inside an f-string may not use its quote or a backslash; a fix must
+    write code valid on every Python the file supports, so it writes its strings within those limits.
+    """
+    quotes: set[str] = set()
+
+    def holds(current: cst.CSTNode) -> bool:
+        if current is node:
+            return True
+        for child in current.children:
+            if holds(child):
+                if isinstance(current, cst.FormattedString):
+                    quotes.add(current.quote[0])
+                return True
+        return False
+
+    holds(statement)
+    return quotes
+
+
+class _Requote(cst.CSTTransformer):
+    """String literals written with a quote an enclosing f-string forbids, rewritten with the other quote."""
+
+    def __init__(self, forbidden: set[str]) -> None:
+        super().__init__()
+        self.forbidden = forbidden
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        prefix_length = len(updated.prefix)
+        quote = updated.quote
+        body = updated.value[prefix_length + len(quote) : -len(quote)]
+        if quote[0] not in self.forbidden and "\\" not in body:
+            return updated
+        other = "'" if quote[0] == '"' else '"'
+        if other in self.forbidden or "\\" in body or other in body or quote[0] in body:
+            raise EditError("a string inside an f-string cannot be written with an allowed quote")
+        new_quote = quote.replace(quote[0], other)
+        return updated.with_changes(value=f"{updated.prefix}{new_quote}{body}{new_quote}")
+
+
+def _requoted(new: cst.CSTNode, forbidden: set[str]) -> cst.CSTNode:
+    return new.visit(_Requote(forbidden))  # type: ignore[return-value]
 
 
 def _body_code(source: SourceModule, statement: cst.CSTNode) -> str:
@@ -346,10 +412,16 @@ def _insert_argument(call: cst.Call, args: list[cst.Arg], at: int, new_arg: cst.
         else:
             between = cst.Comma(whitespace_after=_fresh_line(call.whitespace_before_args))
         return [*args[:-1], last.with_changes(comma=between), new_arg.with_changes(comma=last.comma)]
+    # No trailing comma: the new argument goes where the last one ends (before the whitespace that closes
+    # the call, which it takes over), after the separator the other arguments use.
+    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+        between = args[-2].comma
+    else:
+        between = cst.Comma(whitespace_after=_fresh_line(call.whitespace_before_args))
     return [
         *args[:-1],
-        last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-        new_arg,
+        last.with_changes(comma=between, whitespace_after_arg=cst.SimpleWhitespace("")),
+        new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg),
     ]
 
 

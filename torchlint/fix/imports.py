@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import re
+
 from torchlint._lazy import cst
+
+_COMMENT = re.compile(r"#[^\r\n]*")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def remove_bound_names(lines: str, names: set[str]) -> str:
     """`lines` hold whole lines with one import statement; drop the aliases that bind `names`.
 
     Returns "" when nothing is left (the lines go), and the lines unchanged when they cannot be understood.
+    A comment written inside a multi-line import (`from m import (  # why`, one per name) is the
+    author's note, which may say more than the import: it stays, on a line of its own above what is left.
+    The comment after a one-line import is about that line, and goes with it.
     """
+    kept = _without_names(lines, names)
+    if kept == lines or not _LINE_BREAK.search(lines.rstrip("\r\n")):
+        return kept
+    lost = [comment for comment in _comments(lines) if comment not in _comments(kept)]
+    if not lost:
+        return kept
+    stripped = lines.lstrip(" \t")
+    indent = lines[: len(lines) - len(stripped)]
+    newline = "\r\n" if lines.endswith("\r\n") else "\r" if lines.endswith("\r") else "\n"
+    return "".join(f"{indent}{comment}{newline}" for comment in lost) + kept
+
+
+def _comments(lines: str) -> list[str]:
+    """The comments of import lines (an import statement holds no strings, so `#` starts a comment)."""
+    return _COMMENT.findall(lines)
+
+
+def _without_names(lines: str, names: set[str]) -> str:
     stripped = lines.lstrip(" \t")
     indent = lines[: len(lines) - len(stripped)]
     try:

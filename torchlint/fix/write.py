@@ -9,8 +9,9 @@ leaves the file exactly as it was. It:
 - writes through a symlink to the file it points at (the link stays a link);
 - refuses a read-only file by its mode bits (as root, writing would succeed, and CI runs as root), and a file
   whose content changed on disk since it was read (an editor saved it meanwhile);
-- replaces the file atomically (a temp file in the same folder, mode and owner copied, then a rename), except
-  a file with several hard links, which is rewritten in place so that every link sees the change;
+- replaces the file atomically (a temp file in the same folder, mode, owner and extended attributes copied,
+  then a rename), except a file with several hard links, which is rewritten in place so that every link
+  sees the change;
 - leaves no temp file behind, whatever happens: SIGINT/SIGTERM/SIGHUP arriving while it writes are held back
   until the file is either fully written or untouched, then delivered; any exception removes the temp file.
 """
@@ -18,6 +19,7 @@ leaves the file exactly as it was. It:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -88,6 +90,7 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
             with contextlib.suppress(OSError):  # only root may give a file away; then it stays ours
                 os.chown(temp, info.st_uid, info.st_gid)
         os.chmod(temp, stat.S_IMODE(info.st_mode))  # after chown, which clears set-id bits
+        _copy_extended_attributes(target, temp)
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -96,21 +99,60 @@ def _replace(target: Path, data: bytes, info: os.stat_result) -> None:
     _sync_folder(target.parent)
 
 
+def _copy_extended_attributes(source: Path, destination: str) -> None:
+    """Extended attributes (tags, ACLs, SELinux labels) go with the file; best effort, where the platform
+    and the permissions allow (an attribute that cannot be copied does not stop the fix)."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(source)
+    except OSError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(destination, name, os.getxattr(source, name))
+
+
 def _rewrite_in_place(target: Path, data: bytes, original: bytes) -> None:
-    """Overwrite and truncate the one inode all the hard links share; put the original back on failure."""
-    with open(target, "r+b") as handle:
+    """Overwrite and truncate the one inode all the hard links share; put the original back on failure.
+
+    The space the new text needs is reserved first, so a full disk refuses the write before a byte of the
+    file changes; the writes are unbuffered, so that putting the original back does not first flush the
+    failed write again (the original fits: its blocks are the file's own)."""
+    fd = os.open(target, os.O_RDWR)
+    try:
+        _reserve(fd, len(data))
         try:
-            handle.write(data)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
         except BaseException:
             with contextlib.suppress(OSError):
-                handle.seek(0)
-                handle.write(original)
-                handle.truncate()
-                handle.flush()
+                _write_all(fd, original)
+                os.ftruncate(fd, len(original))
+                os.fsync(fd)
             raise
+    finally:
+        os.close(fd)
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Allocate `size` bytes of the file's storage up front (ENOSPC then, with the file untouched); a file
+    system that cannot preallocate is written without it."""
+    if not hasattr(os, "posix_fallocate") or size == 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as error:
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], written)
 
 
 def _owner(path: str) -> tuple[int, int]:

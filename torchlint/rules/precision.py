@@ -78,6 +78,8 @@ class _DeprecatedAmpRule(Rule):
             new = owned[old]
             if not self.torch_supports(new.since):
                 continue
+            if facts.source.is_fallback_for(ref.expr, "torch.amp"):
+                continue  # the old API where the new one is missing (old torch): it must stay
             shown_old = ".".join(old.split(".")[:3] + [old.rsplit(".", 1)[1]])
             message, fix = self.rewrite(facts, ref, shown_old, new)
             yield self.finding(facts, ref.expr, message, fix)
@@ -93,7 +95,8 @@ class _DeprecatedAmpRule(Rule):
             call_hint = f"{target}({device}, ...)"
         message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
 
-        torch = build.name_module(facts.source, "torch", ref.scope)
+        from_import = ref.bindings[0] if ref.imported_from(_DEPRECATED_MODULES) else None
+        torch = build.name_module(facts.source, "torch", ref.scope, beside=from_import)
         if torch is None:
             return message, None
         torch_name, imports = torch

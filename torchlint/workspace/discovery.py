@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
@@ -209,21 +209,33 @@ def _repository_root(directory: Path, memo: dict[Path, Path | None], fs: FileSys
     return memo[directory]
 
 
-class MissingPath(Exception):
-    pass
+@dataclass
+class Notes:
+    """What discovery tells the user besides the files: skipped symlinks and notebooks (warnings), named
+    paths it cannot check (errors: the run then never reports success)."""
+
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
-def discover(paths: list[Path], resolver: SettingsResolver, force_exclude: bool) -> list[Target]:
-    """Every file to check, each once, sorted as the output will be; asked of the resolver's FileSystem."""
+def discover(
+    paths: list[Path], resolver: SettingsResolver, force_exclude: bool, notes: Notes | None = None
+) -> list[Target]:
+    """Every file to check, each once, sorted as the output will be; asked of the resolver's FileSystem.
+
+    A missing path named on the command line is a target like the others: reading it fails, which is a
+    TL002 finding for that path, and the other paths are still checked (ruff's E902).
+    A symlink met in a folder walk is followed only while it stays inside the folder walked: one that
+    leads out (to `~/.git-credentials`, to another project's file) is not the project's, would be printed
+    in findings and rewritten by `--fix`, and is skipped, with a warning. A path named on the command line
+    is always followed."""
     fs = resolver.fs
-    for path in paths:
-        if not fs.exists(path) and not fs.is_symlink(path):
-            raise MissingPath(str(path))
+    notes = notes if notes is not None else Notes()
     gitignore = GitIgnore(fs)
     seen: set[object] = set()
     targets: list[Target] = []
     for path in paths:
-        for file, display in _expand(path, resolver, gitignore, force_exclude):
+        for file, display in _expand(path, resolver, gitignore, force_exclude, notes):
             real = _identity(file, fs)
             if real in seen:
                 continue
@@ -245,15 +257,55 @@ def _identity(file: Path, fs: FileSystem) -> object:
 
 
 def _expand(
-    path: Path, resolver: SettingsResolver, gitignore: GitIgnore, force_exclude: bool
+    path: Path,
+    resolver: SettingsResolver,
+    gitignore: GitIgnore,
+    force_exclude: bool,
+    notes: Notes,
 ) -> Iterator[tuple[Path, str]]:
     if not resolver.fs.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
         if force_exclude and force_excluded(path, resolver.for_file(path), gitignore):
             return
+        if path.name.endswith(".ipynb"):
+            notes.errors.append(f"{display_name(path)}: not checked: torchlint does not read notebooks yet")
+            return
         yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
-    yield from _walk(path, resolver, gitignore, visited, force_exclude)
+    inside = _Inside(path.resolve(), notes.warnings, notes.errors)
+    yield from _walk(path, resolver, gitignore, visited, force_exclude, inside)
+    inside.note_notebooks()
+
+
+@dataclass
+class _Inside:
+    """The real path of the folder a walk started from, and where what it skips is noted."""
+
+    top: Path
+    notes: list[str]
+    errors: list[str]
+    notebooks: list[str] = field(default_factory=list)
+
+    def note_notebooks(self) -> None:
+        if not self.notebooks:
+            return
+        count = len(self.notebooks)
+        shown = ", ".join(self.notebooks[:3]) + (", ..." if count > 3 else "")
+        noun = "notebook" if count == 1 else "notebooks"
+        self.notes.append(f"{count} {noun} not checked (torchlint does not read notebooks yet): {shown}")
+
+    def keeps(self, link: Path) -> bool:
+        try:
+            real = link.resolve()
+        except (RuntimeError, OSError):  # a loop: reported (TL002) when it is read
+            return True
+        if real == self.top or self.top in real.parents:
+            return True
+        self.notes.append(
+            f"{display_name(link)}: not checked: a symlink to {real}, outside the folder checked "
+            "(name it on the command line to check it)"
+        )
+        return False
 
 
 def force_excluded(path: Path, settings: Settings, gitignore: GitIgnore) -> bool:
@@ -268,6 +320,7 @@ def _walk(
     gitignore: GitIgnore,
     visited: set[tuple[int, int]],
     force_exclude: bool,
+    inside: _Inside,
 ) -> Iterator[tuple[Path, str]]:
     directory = directory.absolute()
     fs = resolver.fs
@@ -280,7 +333,8 @@ def _walk(
     settings = resolver.for_directory(directory)
     try:
         entries = fs.scandir(directory)
-    except OSError:
+    except OSError as error:  # unreadable: what it holds was not checked, and the run must say so
+        inside.errors.append(f"{display_name(directory)}: cannot read folder: {error.strerror or error}")
         return
     for entry in entries:
         child = Path(entry.path)
@@ -292,10 +346,16 @@ def _walk(
             settings.respect_gitignore and gitignore.ignored(child, is_dir)
         ):
             continue
-        if entry.name.endswith(".py"):
+        if not (entry.name.endswith(".py") or is_dir):
+            if entry.name.endswith(".ipynb"):
+                inside.notebooks.append(display_name(child))
+            continue
+        if fs.entry_kind(entry, follow_symlinks=False) == "link" and not inside.keeps(child):
+            continue
+        if entry.name.endswith(".py"):  # a folder named x.py too: reported (TL002)
             yield child, display_name(child)
-        elif is_dir:
-            yield from _walk(child, resolver, gitignore, visited, force_exclude)
+        else:
+            yield from _walk(child, resolver, gitignore, visited, force_exclude, inside)
 
 
 def display_name(path: Path) -> str:

@@ -150,16 +150,21 @@ _KEYS: dict[str, str] = {
 
 
 def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
-    """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?"""
+    """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?
+
+    Any file that names torchlint is parsed: TOML can spell the table `[tool."torchlint"]` or as dotted keys
+    under `[tool]`. A file that exists but cannot be read is an error, not a file without configuration."""
     try:
         text = fs.read_text(pyproject)
-    except OSError:
+    except (FileNotFoundError, IsADirectoryError):
         return False
+    except OSError as error:
+        raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{pyproject}: not UTF-8 text, which TOML requires ({error.reason} at byte {error.start})"
         ) from None
-    return "tool.torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
+    return "torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
 
 
 def load_settings(

@@ -16,6 +16,7 @@ built and tested for one module alone (`project=None`: every cross-file question
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax import walk
 from torchlint.facts.syntax.collect import (
     CallRecord,
     ClassRecord,
@@ -116,6 +118,70 @@ class SourceModule:
 
     def references_of(self, binding: Binding) -> list[Reference]:
         return self._references_by_binding.get(id(binding), [])
+
+    @cached_property
+    def _try_statements(self) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]:
+        """Each `try` statement's body span and its handlers' spans."""
+        return [
+            (self.span(statement.body), [self.span(handler) for handler in statement.handlers])
+            for statement in walk.statements(self.module)
+            if isinstance(statement, (cst.Try, cst.TryStar))
+        ]
+
+    def is_fallback_for(self, node: cst.CSTNode, module: str) -> bool:
+        """Whether `node` sits in an `except` handler of a `try` whose body uses or imports something from
+        `module`: the fallback that runs when the newer API is missing (`try: torch.amp.GradScaler("cuda")
+        except AttributeError: torch.cuda.amp.GradScaler()`), which must stay the older API."""
+        start = self.span(node)[0]
+        for (body_start, body_end), handlers in self._try_statements:
+            if not any(h_start <= start < h_end for h_start, h_end in handlers):
+                continue
+            inside = range(body_start, body_end)
+            for ref in self.references:
+                qualname = ref.qualname or ""
+                if (qualname == module or qualname.startswith(module + ".")) and self.span(ref.expr)[
+                    0
+                ] in inside:
+                    return True
+            for statement in walk.statements(self.module):
+                if isinstance(statement, cst.SimpleStatementLine) and self.span(statement)[0] in inside:
+                    if any(module in _imported_modules(small) for small in statement.body):
+                        return True
+        return False
+
+    @cached_property
+    def exported_names(self) -> frozenset[str]:
+        """The names the module's `__all__` lists (assigned, `+=`, `.extend`/`.append`), read from its
+        top-level statements: removing an import of one of them breaks `from module import *` users."""
+        names: set[str] = set()
+        for line in self.module.body:
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for small in line.body:
+                listed: cst.BaseExpression | None = None
+                if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = (
+                        [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    )
+                    if any(isinstance(t, cst.Name) and t.value == "__all__" for t in targets):
+                        listed = small.value
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    func = small.value.func
+                    if (
+                        isinstance(func, cst.Attribute)
+                        and isinstance(func.value, cst.Name)
+                        and func.value.value == "__all__"
+                        and small.value.args
+                    ):
+                        listed = small.value.args[0].value
+                        if func.attr.value == "append":
+                            listed = cst.List([cst.Element(listed)])
+                if isinstance(listed, (cst.List, cst.Tuple, cst.Set)):
+                    for element in listed.elements:
+                        value = element.value
+                        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                            names.add(value.evaluated_value)
+        return frozenset(names)
 
     def name_for_module(self, qualname: str, scope: Scope) -> str | None:
         """A dotted expression that means module `qualname` in `scope`, or None if the code has none."""
@@ -447,6 +513,28 @@ class SourceModule:
                 break
         return found
 
+    def import_placement(self, code: str) -> tuple[int, str]:
+        """Where the new top-level import statement `code` goes, and its text there, the way isort and
+        ruff's I001 order an import block: sections (`__future__`, the standard library, everything else,
+        relative imports) apart by a blank line; straight imports before from-imports within a section,
+        each by module name. A block that is not sorted gets the import after the last one that sorts
+        before it. With no import block: where `import_anchor` says."""
+        newline = self.newline
+        imports = self._top_level_imports
+        if not imports:
+            return self.import_anchor(), code + newline
+        key = _import_key(cst.parse_statement(code).body[0])  # type: ignore[attr-defined]
+        keyed = [(_import_key(line.body[0]), line) for line in imports]
+        earlier = [(k, line) for k, line in keyed if k <= key]
+        later = [(k, line) for k, line in keyed if k > key]
+        if earlier and earlier[-1][0][0] == key[0]:
+            return self.line_span(earlier[-1][1])[1], code + newline
+        if later and later[0][0][0] == key[0]:
+            return self.line_span(later[0][1])[0], code + newline
+        if earlier:  # the first import of its section, after the sections before it
+            return self.line_span(earlier[-1][1])[1], newline + code + newline
+        return self.line_span(keyed[0][1])[0], code + newline + newline
+
     def import_anchor(self) -> int:
         """Where a new top-level import line goes: after the first block of imports, else at the top."""
         imports = self._top_level_imports
@@ -458,6 +546,44 @@ class SourceModule:
         if body:
             return self.line_span(body[0])[0]
         return len(self.text)
+
+
+def _import_key(small: cst.CSTNode) -> tuple[int, int, str]:
+    """(section, straight 0 or from 1, module) of an import statement, as isort sorts them."""
+    if isinstance(small, cst.ImportFrom):
+        if small.relative:
+            return (3, 1, dotted(small.module) or "" if small.module is not None else "")
+        module = dotted(small.module) if small.module is not None else None
+        return (_section(module or ""), 1, (module or "").lower())
+    if isinstance(small, cst.Import):
+        module = dotted(small.names[0].name) or ""
+        return (_section(module), 0, module.lower())
+    return (2, 1, "")
+
+
+def _section(module: str) -> int:
+    top = module.split(".")[0]
+    if top == "__future__":
+        return 0
+    return 1 if top in sys.stdlib_module_names else 2
+
+
+def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
+    """The modules an import statement names, with their parents (`import torch.amp` names both)."""
+    named: list[str] = []
+    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+        base = dotted(small.module)
+        if base is not None:
+            named.append(base)
+            if not isinstance(small.names, cst.ImportStar):
+                named.extend(f"{base}.{dotted(alias.name)}" for alias in small.names)
+    elif isinstance(small, cst.Import):
+        named.extend(d for d in (dotted(alias.name) for alias in small.names) if d is not None)
+    found: set[str] = set()
+    for name in named:
+        parts = name.split(".")
+        found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return found
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:

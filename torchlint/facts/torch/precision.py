@@ -20,6 +20,7 @@ Device defaults follow the AMP docs: `torch.autocast("cuda")` runs float16, `tor
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -68,6 +69,7 @@ _OTHER_MECHANISMS = {
     "apex.amp": "apex amp",
     "deepspeed.initialize": "DeepSpeed (its config decides fp16/bf16)",
 }
+_SCALING_MECHANISMS = frozenset({"apex.amp.initialize", "apex.amp", "deepspeed.initialize"})
 _CLIPS = {
     "torch.nn.utils.clip_grad_norm_",
     "torch.nn.utils.clip_grad_value_",
@@ -90,6 +92,8 @@ _FLAG_WORD = re.compile(
     r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|half|mixed|precision|scaler|apex)(_|$)|deepspeed|megatron",
     re.IGNORECASE,
 )
+# Those of the words that also mean loss scaling is taken care of (`loss_scaler`, `use_apex`, `deepspeed`).
+_SCALING_WORD = re.compile(r"(^|_)(scaler|apex)(_|$|`)|deepspeed", re.IGNORECASE)
 FRAMEWORK_SWITCHES = {
     "lightning": ("precision",),
     "accelerate": ("mixed_precision",),
@@ -129,6 +133,25 @@ class Switch:
     node: cst.CSTNode
     what: str  # for people: "`Trainer(precision=...)`", "model cast with `.half()`"
     dtype: str = "unknown"
+    scales_loss: bool = False  # apex and DeepSpeed scale the loss themselves
+
+
+class EvidenceKind(enum.Enum):
+    AUTOCAST = "autocast"
+    SCALER = "scaler"
+    SWITCH = "switch"  # a framework argument, a cast of the model, FSDP policies, apex, DeepSpeed
+    FLAG = "flag"  # a name that reads like a precision switch (`args.amp`, `use_amp`)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One sign that the module decided about precision; `scales_loss` when it also takes care of loss
+    scaling (a GradScaler, apex, DeepSpeed, a `loss_scaler` passed in), which TL302 asks."""
+
+    node: cst.CSTNode
+    kind: EvidenceKind
+    what: str
+    scales_loss: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,8 +309,7 @@ class PrecisionAnalysis:
     def fp16_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
         """float16 autocast regions (explicit, the CUDA default, or chosen at run time) inside training
         loops of a module with no loss scaling of any kind (TL302), with the loop."""
-        words = ("scaler", "apex", "DeepSpeed", "deepspeed")
-        if self.scalers or any(word in what for _, what in self.evidence for word in words):
+        if any(evidence.scales_loss for evidence in self.evidence):
             return []
         from torchlint.facts.torch.training import TrainingAnalysis
 
@@ -500,7 +522,8 @@ class PrecisionAnalysis:
                     if not arguments.complete:  # `Trainer(**cfg)`: it may set precision
                         found.append(Switch(call.node, f"`{source.code(func)}(**...)`, may set precision"))
             elif qualname in _OTHER_MECHANISMS:
-                found.append(Switch(call.node, _OTHER_MECHANISMS[qualname]))
+                scales = qualname in _SCALING_MECHANISMS
+                found.append(Switch(call.node, _OTHER_MECHANISMS[qualname], scales_loss=scales))
             elif isinstance(func, cst.Attribute) and func.attr.value in _HALF_CASTS and not call.node.args:
                 cast = _HALF_CASTS[func.attr.value]
                 found.append(Switch(call.node, f"cast with `.{func.attr.value}()`", cast))
@@ -511,7 +534,9 @@ class PrecisionAnalysis:
                         found.append(Switch(call.node, f"cast with `.to({source.code(arg.value)})`", dtype))
         for ref in source.references_to(_OTHER_MECHANISMS):
             if ref.call is None:
-                found.append(Switch(ref.expr, _OTHER_MECHANISMS[ref.qualname or ""]))
+                qualname = ref.qualname or ""
+                scales = qualname in _SCALING_MECHANISMS
+                found.append(Switch(ref.expr, _OTHER_MECHANISMS[qualname], scales_loss=scales))
         return found
 
     @cached_property
@@ -528,13 +553,15 @@ class PrecisionAnalysis:
         return found
 
     @cached_property
-    def evidence(self) -> list[tuple[cst.CSTNode, str]]:
+    def evidence(self) -> list[Evidence]:
         """Everything that says this module decided about precision, with what it is (for debug facts)."""
-        found: list[tuple[cst.CSTNode, str]] = []
-        found += [(s.node, f"autocast ({s.how})") for s in self.autocast_sites]
-        found += [(s.node, f"scaler {s.how}") for s in self.scalers]
-        found += [(s.node, s.what) for s in self.switches]
-        found += [(node, f"precision flag {what}") for node, what in self.flags]
+        kind = EvidenceKind
+        found = [Evidence(s.node, kind.AUTOCAST, f"autocast ({s.how})") for s in self.autocast_sites]
+        found += [Evidence(s.node, kind.SCALER, f"scaler {s.how}", scales_loss=True) for s in self.scalers]
+        found += [Evidence(s.node, kind.SWITCH, s.what, s.scales_loss) for s in self.switches]
+        for node, what in self.flags:
+            scales = _SCALING_WORD.search(what) is not None
+            found.append(Evidence(node, kind.FLAG, what, scales_loss=scales))
         return found
 
     @cached_property
@@ -684,4 +711,13 @@ def _assignment_targets(module: cst.Module):
                 value = value.orelse
 
 
-__all__ = ["AutocastSite", "BackwardInAutocast", "PrecisionAnalysis", "Scaler", "ScalerPlan", "Switch"]
+__all__ = [
+    "AutocastSite",
+    "BackwardInAutocast",
+    "Evidence",
+    "EvidenceKind",
+    "PrecisionAnalysis",
+    "Scaler",
+    "ScalerPlan",
+    "Switch",
+]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.walk import calls_in, contains
 
 if TYPE_CHECKING:
@@ -96,8 +97,8 @@ def _step(
         return TrainingStep(
             forward, backward, block, (), "the backward pass is not a later statement of the same block"
         )
-    loss = _loss_of(source, backward)
-    last = max((i for i in range(index, end) if loss and _assigns(source, statements[i], loss)), default=None)
+    loss = _loss_of(backward)
+    last = max((i for i in range(index, end) if loss and _assigns(statements[i], loss)), default=None)
     if last is None:
         return TrainingStep(forward, backward, block, (), "the loss is not computed next to the forward call")
     region = statements[index : last + 1]
@@ -113,7 +114,7 @@ def _step(
     return TrainingStep(forward, backward, block, tuple(region), "")  # type: ignore[arg-type]
 
 
-def _loss_of(source: SourceModule, backward: cst.Call) -> str:
+def _loss_of(backward: cst.Call) -> str:
     """What is differentiated: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`,
     `accelerator.backward(loss)`."""
     assert isinstance(backward.func, cst.Attribute)
@@ -123,12 +124,10 @@ def _loss_of(source: SourceModule, backward: cst.Call) -> str:
         receiver = receiver.args[0].value
     elif positional:  # accelerator.backward(loss), self.manual_backward(loss)
         receiver = positional[0]
-    if isinstance(receiver, (cst.Name, cst.Attribute)):
-        return source.code(receiver)
-    return ""
+    return dotted(receiver) or ""
 
 
-def _assigns(source: SourceModule, statement: cst.CSTNode, name: str) -> bool:
+def _assigns(statement: cst.CSTNode, name: str) -> bool:
     if not isinstance(statement, cst.SimpleStatementLine):
         return False
     for small in statement.body:
@@ -141,7 +140,7 @@ def _assigns(source: SourceModule, statement: cst.CSTNode, name: str) -> bool:
             target = targets.pop()
             if isinstance(target, (cst.Tuple, cst.List)):
                 targets += [e.value for e in target.elements]
-            elif source.code(target).strip() == name:
+            elif dotted(target) == name:
                 return True
     return False
 
@@ -150,7 +149,9 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
     func = call.node.func
     if not isinstance(func, (cst.Name, cst.Attribute)) or not call.node.args:
         return False
-    code = source.code(func)
+    code = dotted(func)
+    if code is None:
+        return False  # `self.models[0](x)`: not a name the analysis follows
     if code in models:
         return True
     if source.callee(call) is not None:
