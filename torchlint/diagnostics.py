@@ -19,6 +19,7 @@ __all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "LineIndex", "Position"
 class Severity(enum.Enum):
     ERROR = "error"  # the code is wrong or raises (e.g. invalid DataLoader options, a syntax error)
     WARNING = "warning"  # the code works but is slower or deprecated
+    INFO = "info"  # a trade-off worth knowing about, not a defect (e.g. activation checkpointing)
 
 
 @dataclass

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.calls import Argument, CallArguments, Signature
     from torchlint.facts.syntax.collect import LoopRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.checkpointing import (
+        CheckpointAnalysis,
+        CheckpointCall,
+        HfCheckpointing,
+        LibraryModel,
+    )
     from torchlint.facts.torch.datasets import DatasetAnalysis, Unpicklable
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.models import CompileQuestions, CompileSite, Model, ModelAnalysis
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
         Switch,
     )
     from torchlint.facts.torch.steps import TrainingStep
+    from torchlint.facts.torch.structure import Application, Stack
     from torchlint.facts.torch.training import LoaderUse, TrainingAnalysis
 
 # Loaded on first use (PEP 562): importing the rules (every run does, also one answered from the cache)
@@ -68,6 +75,11 @@ _LAZY = {
     "Switch": "torchlint.facts.torch.precision",
     "TrainingStep": "torchlint.facts.torch.steps",
     "Unpicklable": "torchlint.facts.torch.datasets",
+    "Application": "torchlint.facts.torch.structure",
+    "Stack": "torchlint.facts.torch.structure",
+    "CheckpointCall": "torchlint.facts.torch.checkpointing",
+    "HfCheckpointing": "torchlint.facts.torch.checkpointing",
+    "LibraryModel": "torchlint.facts.torch.checkpointing",
 }
 
 
@@ -81,18 +93,22 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Application",
     "Argument",
     "AutocastSite",
     "BackwardInAutocast",
     "Binding",
     "BindingKind",
     "CallArguments",
+    "CheckpointCall",
     "CompileSite",
     "DatasetKind",
     "Device",
+    "HfCheckpointing",
     "DeviceEvidence",
     "Evidence",
     "EvidenceKind",
+    "LibraryModel",
     "Loader",
     "LoaderUse",
     "Model",
@@ -105,6 +121,7 @@ __all__ = [
     "ScopeKind",
     "Signature",
     "SourceModule",
+    "Stack",
     "Switch",
     "TrainingStep",
     "Unpicklable",
@@ -423,3 +440,67 @@ class ModuleFacts:
     def scalers_with_bfloat16(self) -> list[Scaler]:
         """Always-enabled GradScalers in a module whose every autocast asks for bfloat16."""
         return self._precision.scalers_with_bfloat16()
+
+    # -- activation checkpointing ---------------------------------------------------------------------------
+
+    @property
+    def _checkpointing(self) -> CheckpointAnalysis:
+        from torchlint.facts.torch.checkpointing import CheckpointAnalysis
+
+        return self.source.analysis(CheckpointAnalysis)
+
+    @property
+    def stacks(self) -> list[Stack]:
+        """Attributes of this module's classes that hold a stack of repeated blocks, with their depth and
+        where the forward pass applies them."""
+        from torchlint.facts.torch.structure import StructureAnalysis
+
+        return self.source.analysis(StructureAnalysis).stacks
+
+    @property
+    def checkpoint_calls(self) -> list[CheckpointCall]:
+        """`torch.utils.checkpoint.checkpoint` / `checkpoint_sequential` calls, under any alias."""
+        return self._checkpointing.checkpoint_calls
+
+    @property
+    def hf_reentrant_checkpointing(self) -> list[HfCheckpointing]:
+        """Hugging Face checkpointing switched on without `gradient_checkpointing_kwargs` (reentrant)."""
+        return self._checkpointing.hf_checkpointing
+
+    @property
+    def checkpointing_evidence(self) -> list[tuple[Node, str]]:
+        """Everything in this module that says its author decided about activation checkpointing."""
+        return self._checkpointing.evidence
+
+    @property
+    def library_models_without_checkpointing(self) -> list[LibraryModel]:
+        """Trained library models with their own checkpointing switch (Hugging Face, timm, a Trainer's
+        `TrainingArguments`) that nothing in this module turns on."""
+        return self._checkpointing.library_models
+
+    def checkpointing_opportunities(self, min_depth: int) -> list[tuple[Stack, list[str]]]:
+        """Stacks of at least `min_depth` repeated blocks (or of a configurable depth whose default is
+        unknown) applied by `forward` in a trained class checkpointed nowhere: (the stack, the paths of
+        the other modules that train it, as seen from this one)."""
+        from torchlint.facts.torch.models import _relative
+
+        return [
+            (stack, [_relative(module.path, self.path) for module in trainers if module is not self.source])
+            for stack, trainers in self._checkpointing.opportunities(min_depth)
+        ]
+
+    def stack_status(self, stack: Stack) -> tuple[list[str] | None, str | None]:
+        """(the paths of the modules that train the stack's class, or None; how it is checkpointed, or
+        None) — what `debug facts` shows."""
+        analysis = self._checkpointing
+        trainers = analysis.trainers_of(stack.cls)
+        switch = analysis.class_switch(stack.cls)
+        if switch is None and trainers is not None:
+            found = analysis.checkpointed_in([self.source, *trainers])
+            if found is not None:
+                module, node, what = found
+                switch = f"{what} in {module.path}"
+        from torchlint.facts.torch.models import _relative
+
+        paths = [_relative(module.path, self.path) for module in trainers] if trainers is not None else None
+        return paths, switch

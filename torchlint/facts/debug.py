@@ -79,6 +79,32 @@ def describe(facts: ModuleFacts) -> str:
             f"  loop at line {line(loop.node)}: forward `{facts.code(step.callee)}` at line "
             f"{line(step.forward)}; forward and loss: {region}"
         )
+    out.append("stacks:")
+    for stack in facts.stacks:
+        block = f"`{stack.block}`" if stack.block else "clones"
+        depth = stack.depth
+        count = str(depth.value) if depth.value is not None and not depth.configurable else depth.how
+        out.append(
+            f"  line {line(stack.node)}: `{stack.cls.name}.{stack.attribute}` {stack.container} of {block} "
+            f"x {count}, built by {stack.how} in `{stack.method.name}`"
+        )
+        for application in stack.applications:
+            shape = (
+                f"`{facts.code(application.statement).strip()}`" if application.statement else "not fixable"
+            )
+            out.append(f"    line {line(application.node)}: applied by {application.how} ({shape})")
+        if not stack.applications:
+            out.append("    not applied by forward")
+        trainers, checkpointed = facts.stack_status(stack)
+        trained = f"trained in {', '.join(trainers)}" if trainers is not None else "not known to be trained"
+        out.append(f"    {trained}; checkpointed: {checkpointed or 'no'}")
+    if not facts.stacks:
+        out.append("  (none)")
+    evidence = facts.checkpointing_evidence
+    if evidence:
+        out.append("checkpointing:")
+        for node, what in evidence:
+            out.append(f"  line {line(node)}: {what}")
     out.append("trained models:")
     for model in facts.trained_models:
         out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")

@@ -191,7 +191,44 @@ def statement_before(source: SourceModule, statement: cst.CSTNode, code: str) ->
     return Edit(line_start, line_start, f"{indent}{code}{source.newline}")
 
 
+def guard_statement(source: SourceModule, statement: cst.CSTNode, condition: str, code: str) -> Edit | None:
+    """A statement alone on its line becomes `if condition: code` with the original statement, comments
+    and all, as the `else:` branch. None unless it is a statement line of an indented block; EditError
+    when the result cannot be mapped onto the text."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    guarded = cst.parse_statement(code)
+    new = cst.If(
+        test=cst.parse_expression(condition),
+        body=cst.IndentedBlock(body=[guarded]),
+        orelse=cst.Else(body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())])),
+        leading_lines=statement.leading_lines,
+    )
+    return replace_node(source, statement, new)
+
+
 # -- imports ------------------------------------------------------------------------------------------------
+
+
+def name_from_module(
+    source: SourceModule, module: str, name: str, scope: Scope
+) -> tuple[str, tuple[AddImport, ...]] | None:
+    """How a fix can name `module.name` where it edits: a name the file already binds to it (`checkpoint`,
+    `cp.checkpoint` after `import torch.utils.checkpoint as cp`), or `name` plus the intent to add `from
+    module import name`; None when `name` is taken by something else."""
+    qualname = f"{module}.{name}"
+    for bindings in source.module_scope.bindings.values():
+        for binding in bindings:
+            if binding.kind.value != "import" or binding.qualname is None:
+                continue
+            if binding.qualname == qualname and scope.resolve(binding.name) == qualname:
+                return binding.name, ()
+            if binding.qualname == module and scope.resolve(binding.name) == module:
+                return f"{binding.name}.{name}", ()
+    if not source.name_is_free(name, scope):
+        return None
+    at, line = source.import_placement(f"from {module} import {name}")
+    return name, (AddImport(qualname, at, line),)
 
 
 def name_module(

@@ -64,11 +64,10 @@ class PositionMap:
 
 def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
     """A diagnostic as the editor shows it: code, a link to the rule's doc, and the rule's name in `data`."""
-    severity = (
-        types.DiagnosticSeverity.Error
-        if diagnostic.severity is Severity.ERROR
-        else types.DiagnosticSeverity.Warning
-    )
+    severity = {
+        Severity.ERROR: types.DiagnosticSeverity.Error,
+        Severity.INFO: types.DiagnosticSeverity.Information,
+    }.get(diagnostic.severity, types.DiagnosticSeverity.Warning)
     fix = diagnostic.fix
     return types.Diagnostic(
         range=positions.range(diagnostic.start, diagnostic.end),

@@ -18,7 +18,7 @@ def _escape_property(text: str) -> str:
 
 def write_github(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
-        level = "error" if d.severity is Severity.ERROR else "warning"
+        level = {Severity.ERROR: "error", Severity.INFO: "notice"}.get(d.severity, "warning")
         properties = ",".join(
             f"{key}={_escape_property(str(value))}"
             for key, value in (

@@ -17,7 +17,7 @@ from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.report.shown import shown
 
 # Code Climate severities are info, minor, major, critical, blocker.
-SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor"}
+SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
 
 
 def fingerprint(d: Diagnostic, rank: int) -> str:

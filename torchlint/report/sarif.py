@@ -23,7 +23,7 @@ from torchlint.report.json import location
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/torchlint/torchlint"
-LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning"}
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
 def _artifact(path: str) -> dict:

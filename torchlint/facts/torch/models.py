@@ -2,12 +2,13 @@
 
 A *trained model* is an object whose parameters reach an optimizer — `AdamW(model.parameters())`, parameter
 groups built from `model.named_parameters()`, `create_optimizer_v2(model, ...)`,
-`model.configure_optimizers(...)` (nanoGPT), a Lightning `trainer.fit(model)` — in a module that trains (it
-has a training loop, calls a function that has one, or hands training to a trainer object), and it is run
-(called, or handed to code that may call it). It is named by a variable (`model`) or an attribute of `self`
-(`self.model`); `model.module.parameters()` and `self.net.encoder.parameters()` name `model` and
-`self.net`. A model that is a parameter of the function that builds the optimizer is followed to every
-caller's argument, in this module and, through the project index, from the modules that call in
+`model.configure_optimizers(...)` (nanoGPT), `model.setup_optimizer(...)` (nanochat), a Lightning
+`trainer.fit(model)`, parameter groups from a helper given the model (`add_weight_decay(model, wd)`) — in a
+module that trains (it has a training loop, calls a function that has one, or hands training to a trainer
+object), and it is run (called, or handed to code that may call it). It is named by a variable (`model`) or
+an attribute of `self` (`self.model`); `model.module.parameters()` and `self.net.encoder.parameters()` name
+`model` and `self.net`. A model that is a parameter of the function that builds the optimizer is followed
+to every caller's argument, in this module and, through the project index, from the modules that call in
 (`train(model, ...)` in engine.py, the model built in main.py).
 
 Its *events* are what the code does to it: built (`Net()`, `create_model(...)`,
@@ -67,6 +68,9 @@ _OPTIMIZER_FACTORIES = {
     "configure_optimizers",
     "init_optimizer",
 }
+# Methods of a model that build an optimizer over its own parameters (nanoGPT, nanochat): the receiver
+# is trained.
+_MODEL_OPTIMIZER_METHODS = {"configure_optimizers", "setup_optimizer", "setup_optimizers"}
 # Every optimizer call names one of these (an import of torch.optim, a factory named *optimizer*, a class).
 _OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
@@ -147,6 +151,7 @@ class ModelAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
         self._params: dict[int, dict[str, str]] | None = None
+        self._optimized_only: list[Model] = []
 
     # -- what trains ------------------------------------------------------------------------------------
 
@@ -227,12 +232,26 @@ class ModelAnalysis:
                     model = self._add(found, root, scope, how, call.node)
                     if model is not None and home not in model.involved:
                         model.involved.append(home)
+        self._optimized_only = [m for m in found.values() if not m.is_parameter and not self._is_run(m)]
         models = [model for model in found.values() if not model.is_parameter and self._is_run(model)]
         if not models or not self.trains:  # asked last: most modules have no model to ask it for
             return []
         for model in models:
             self._collect_events(model)
         return models
+
+    @cached_property
+    def optimized(self) -> list[Model]:
+        """`models`, and the names this module gives an optimizer the parameters of without running them
+        itself: `model_without_ddp = model` (or `model.module`) next to the `model` that is run — the same
+        module under a second name. Asked by the checkpointing facts, which need the classes built."""
+        models = self.models
+        extra = self._optimized_only
+        if not extra or not self.trains:
+            return models
+        for model in extra:
+            self._collect_events(model)
+        return [*models, *extra]
 
     def _is_run(self, model: Model) -> bool:
         """The model is called (`model(x)`) or handed to code that may call it (`train(model)`, `DDP(model)`):
@@ -365,7 +384,7 @@ class ModelAnalysis:
     def _builds_optimizer(self, call: CallRecord) -> bool:
         source = self.source
         func = call.node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
+        if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_OPTIMIZER_METHODS:
             return not self._is_self(func.value, call.scope)
         if isinstance(func, cst.Call):  # getattr(torch.optim, name)(model.parameters(), ...)
             return (
@@ -394,7 +413,7 @@ class ModelAnalysis:
     ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
         """The models whose parameters an optimizer call is given."""
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "configure_optimizers":
+        if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_OPTIMIZER_METHODS:
             root = self._root_of(func.value, scope)
             if root is not None:
                 yield root, scope
@@ -419,6 +438,14 @@ class ModelAnalysis:
                 if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
                     root = self._root_of(func.value, scope)
                     if root is not None:
+                        yield root, scope
+                elif _groups_parameters(_last_name(func)) and node.args and node.args[0].keyword is None:
+                    # `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`: groups of its parameters
+                    first = node.args[0].value
+                    root = (
+                        self._root_of(first, scope) if isinstance(first, (cst.Name, cst.Attribute)) else None
+                    )
+                    if root is not None and self._names_a_model(root, scope):
                         yield root, scope
             elif isinstance(node, cst.Name) and depth < MAX_DEPTH:
                 for assignment in self.source.assigned_values(node, scope):
@@ -781,6 +808,14 @@ def _is_factory(name: str) -> bool:
     """`create_optimizer_v2`, `build_optimizer`, yolov5's `smart_optimizer`: a function named for what it
     returns (classes are known by name: `_OPTIMIZER_CLASSES`)."""
     return name in _OPTIMIZER_FACTORIES or (name.islower() and "optimizer" in name)
+
+
+def _groups_parameters(name: str) -> bool:
+    """A helper that returns parameter groups of the module it is given: timm's `add_weight_decay` /
+    `param_groups_weight_decay`, MAE's `param_groups_lrd`, `get_parameter_groups(model)`."""
+    name = name.lower()
+    groups = ("param_group", "params_group", "parameter_group")
+    return any(part in name for part in groups) or name in ("add_weight_decay", "set_weight_decay")
 
 
 def _names_cpu(expr: cst.BaseExpression) -> bool:

@@ -1,0 +1,601 @@
+"""Module structure: which attributes of an `nn.Module` subclass hold a stack of repeated blocks, how deep,
+and how `forward` applies them.
+
+A *stack* is an attribute (`self.blocks`, or `self.transformer.h` inside an `nn.ModuleDict`) holding an
+`nn.ModuleList` or `nn.Sequential` of blocks of one class built repeatedly:
+
+- a comprehension or generator, `nn.ModuleList([Block(cfg) for _ in range(n)])`, `nn.Sequential(*(...))`;
+- an empty `nn.ModuleList()` (or a local list) filled by `.append(Block(...))` in a `for _ in range(n)` loop;
+- a clone helper of the project, `_get_clones(layer, n)` (a function that returns such a container);
+- nested in a container, `nn.ModuleDict(dict(h=nn.ModuleList(...)))` or `nn.ModuleDict({"h": ...})`.
+
+Blocks built from a per-index entry of a constructor parameter (`Stage(dims[i]) for i in range(4)`) are
+stages of different widths, not repeated blocks. Five named attributes (`self.res1 = ...`) are no stack.
+
+Its *depth* is the count of the `range(...)`: a literal, or configurable — a constructor parameter (with its
+default), a config field (`config.n_layer`, with a default found in a config class of the module or an
+argparse option), `self.depth`. Unknown depths stay unknown (a rule decides what that means).
+
+An *application* is where the forward pass runs the blocks one after another: `for blk in self.blocks:
+x = blk(x, mask)` (also through `enumerate`, `zip`, `self.blocks[i]` in a `range(len(self.blocks))` loop), or
+an `nn.Sequential` called whole (`x = self.blocks(x)`), in `forward` or in a method that `forward` calls
+(`forward_features`, `forward_encoder`). Loops in `__init__`, weight initialisation, KV-cache set-up, `crop`
+helpers, `get_intermediate_layers` or `generate` are not reached from `forward` and are not applications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.names import Scope, dotted
+from torchlint.facts.syntax.walk import statements
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import ClassRecord, FunctionRecord, LoopRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+MAX_DEPTH = 3
+_MODULE_LIST = "torch.nn.ModuleList"
+_SEQUENTIAL = "torch.nn.Sequential"
+_MODULE_DICT = "torch.nn.ModuleDict"
+_CONTAINERS = {_MODULE_LIST: "nn.ModuleList", _SEQUENTIAL: "nn.Sequential"}
+
+
+@dataclass(frozen=True)
+class Depth:
+    """How many blocks a stack holds: `value` when known (a literal, or the default of what configures it),
+    `how` as a message says it, `configurable` when a parameter, a config field or an option sets it."""
+
+    value: int | None
+    how: str
+    configurable: bool = False
+
+
+@dataclass(eq=False)
+class Application:
+    """Where a method reached from `forward` runs the stack's blocks one after another."""
+
+    method: FunctionRecord
+    node: cst.CSTNode  # the loop (`for blk in self.blocks:`) or the call of a Sequential (`self.blocks(x)`)
+    how: str  # "a loop in `forward`", "`self.blocks(x)` in `forward_features`, called by `forward`"
+    call: cst.Call | None = None  # the call of one block (`blk(x, mask)`) or of the whole Sequential
+    statement: cst.SimpleStatementLine | None = None  # `x = blk(x, mask)` alone on its line
+    block: str = ""  # how the loop names one block (`blk`, `self.blocks[i]`)
+    whole: bool = False  # the Sequential is called whole
+    stages: bool = False  # each block is itself an `nn.Sequential` (a stage): checkpoint_sequential it
+
+    @property
+    def owner(self) -> str:
+        """How the method names its module (`self`)."""
+        return _self(self.method)
+
+    @property
+    def carried(self) -> str:
+        """The value the blocks carry (`x` of `x = blk(x, mask)`); "" without a fixable statement."""
+        if self.statement is None:
+            return ""
+        small = self.statement.body[0]
+        return small.targets[0].target.value if isinstance(small, cst.Assign) else ""  # type: ignore[union-attr]
+
+    @property
+    def scope(self) -> Scope:
+        return self.method.scope
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        """The keyword arguments the block call passes (`**` as `**`)."""
+        if self.call is None:
+            return ()
+        return tuple(
+            a.keyword.value if a.keyword is not None else "**"
+            for a in self.call.args
+            if a.keyword or a.star == "**"
+        )
+
+
+@dataclass(eq=False)
+class Stack:
+    cls: ClassRecord
+    attribute: str  # "blocks", "transformer.h"
+    node: cst.CSTNode  # the container's construction (where a finding sits)
+    container: str  # "nn.ModuleList", "nn.Sequential"
+    block: str  # the block class as written ("Block"), or "" for clones of a parameter
+    depth: Depth
+    how: str  # "a comprehension", "`.append` in a loop", "`_get_clones(...)`"
+    method: FunctionRecord  # the method that builds it (`__init__`)
+    applications: list[Application] = field(default_factory=list)
+    stages: bool = False  # each element is itself an `nn.Sequential` of repeated blocks (ConvNeXt's stages)
+
+
+class StructureAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+
+    @cached_property
+    def stacks(self) -> list[Stack]:
+        """Every stack of this module's classes, with its applications (possibly none)."""
+        source = self.source
+        if (
+            "ModuleList" not in source.text
+            and "Sequential" not in source.text
+            and "clones" not in source.text
+        ):
+            return []
+        found: list[Stack] = []
+        for cls in source.classes:
+            for attribute, values in cls.attributes.items():
+                for value, scope in values:
+                    method = source.function_of_scope(scope)
+                    if method is None or method.owner is not cls:
+                        continue
+                    for path, node in _nested(value, attribute, source, scope):
+                        stack = self._stack(cls, method, path, node, scope)
+                        if stack is not None:
+                            found.append(stack)
+        for stack in found:
+            stack.applications = self._applications(stack)
+        return found
+
+    def stacks_of(self, cls: ClassRecord) -> list[Stack]:
+        return [stack for stack in self.stacks if stack.cls is cls]
+
+    # -- what a stack is ----------------------------------------------------------------------------------
+
+    def _stack(
+        self, cls: ClassRecord, method: FunctionRecord, path: str, node: cst.CSTNode, scope: Scope
+    ) -> Stack | None:
+        source = self.source
+        if not isinstance(node, cst.Call):
+            return None
+        qualname = source.qualname(node.func, scope)
+        container = _CONTAINERS.get(qualname or "")
+        if container is None:
+            return self._clones(cls, method, path, node, scope)
+        args = [arg for arg in node.args if arg.keyword is None]
+        if not args:  # `nn.ModuleList()` filled by `.append(...)` in a loop
+            return self._appended(cls, method, path, node, container, f"{_self(method)}.{path}", scope)
+        if len(args) != 1:
+            return None  # `nn.Sequential(a, b, c)`: named, different layers
+        value = args[0].value
+        if isinstance(value, cst.List) and len(value.elements) == 1:
+            element = value.elements[0]
+            if isinstance(element, cst.StarredElement):
+                value = element.value  # `nn.Sequential(*[...])` written as a list with one star
+        built = self._repeated(value, scope, method)
+        if built is not None:
+            block, depth = built
+            return Stack(cls, path, node, container, block, depth, "a comprehension", method)
+        if isinstance(value, cst.Name):  # `layers = []` then `layers.append(Block())` in a loop
+            return self._appended(cls, method, path, node, container, value.value, scope)
+        return None
+
+    def _repeated(
+        self, value: cst.BaseExpression, scope: Scope, method: FunctionRecord
+    ) -> tuple[str, Depth] | None:
+        """`[Block(...) for _ in range(n)]` or `(Block(...) for i in range(n))`: the block and the depth."""
+        if not isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            return None
+        for_in = value.for_in
+        if for_in.inner_for_in is not None or for_in.ifs:
+            return None
+        element = value.elt
+        block = self._block(element, scope, for_in.target, method)
+        if block is None:
+            return None
+        depth = self._range_depth(for_in.iter, scope, method)
+        return (block, depth) if depth is not None else None
+
+    def _block(
+        self, element: cst.BaseExpression, scope: Scope, target: cst.BaseExpression, method: FunctionRecord
+    ) -> str | None:
+        """The class of one repeated block, as written; None unless every block is built by one class
+        with the same arguments apart from per-index values computed here (a drop-path rate)."""
+        if not isinstance(element, cst.Call):
+            return None
+        name = dotted(element.func)
+        if name is None:
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if not (
+            last[:1].isupper() or last in method.params or "block" in last.lower() or "layer" in last.lower()
+        ):
+            return None
+        if (self.source.qualname(element.func, scope) or "").startswith("torch.nn."):
+            return (
+                None  # `nn.Linear` / `nn.Conv2d`: a layer saves only its input, which checkpointing saves too
+            )
+        index = target.value if isinstance(target, cst.Name) else None
+        params = set(method.params)
+        for arg in element.args:
+            for node in _subscripts(arg.value):
+                base = dotted(node.value)
+                uses_index = index is not None and any(
+                    isinstance(s.slice, cst.Index) and dotted(s.slice.value) == index for s in node.slice
+                )
+                if uses_index and base is not None and base.split(".")[0] in params:
+                    return None  # `Stage(dims[i]) for i in range(4)`: stages of different widths
+        return name
+
+    def _range_depth(self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord) -> Depth | None:
+        """The count of `range(n)` / `range(1, n)`."""
+        if not (isinstance(expr, cst.Call) and self.source.qualname(expr.func, scope) == "range"):
+            return None
+        args = [arg.value for arg in expr.args if arg.keyword is None]
+        if len(args) == 1:
+            return self.depth_of(args[0], scope, method)
+        if len(args) == 2 and isinstance(args[0], cst.Integer):
+            depth = self.depth_of(args[1], scope, method)
+            start = int(args[0].value)
+            if depth.value is not None:
+                return Depth(depth.value - start, depth.how, depth.configurable)
+            return depth
+        return None
+
+    def depth_of(
+        self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord, hops: int = 0
+    ) -> Depth:
+        """What a count is: a literal, a parameter (with its default), a config field, `self.depth`."""
+        source = self.source
+        code = source.code(expr)
+        if isinstance(expr, cst.Integer):
+            return Depth(int(expr.value, 0), code)
+        if isinstance(expr, cst.Name):
+            param = _param(method, expr.value)
+            if param is not None:
+                default = _int(param.default)
+                shown = f", default {default}" if default is not None else ""
+                return Depth(default, f"parameter `{expr.value}`{shown}", True)
+            values = source.assigned_values(expr, scope)
+            if len(values) == 1 and hops < MAX_DEPTH:
+                return self.depth_of(values[0].value, values[0].scope, method, hops + 1)
+            return Depth(None, f"`{code}`", True)
+        if isinstance(expr, cst.Attribute):
+            if source.is_self_attribute(expr, scope) and hops < MAX_DEPTH:
+                values = source.assigned_values(expr, scope)
+                if len(values) == 1:
+                    return self.depth_of(values[0].value, values[0].scope, method, hops + 1)
+            default = self._config_default(expr.attr.value)
+            shown = f", default {default}" if default is not None else ""
+            return Depth(default, f"`{code}`{shown}", True)
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):  # `depths[i]`: per stage
+            param = _param(method, expr.value.value)
+            default = param.default if param is not None else None
+            if isinstance(default, (cst.Tuple, cst.List)):
+                counts = [_int(element.value) for element in default.elements]
+                if counts and all(count is not None for count in counts):
+                    largest = max(counts)  # type: ignore[type-var]
+                    return Depth(largest, f"parameter `{expr.value.value}`, up to {largest} per stage", True)
+            return Depth(None, f"`{code}`", True)
+        if isinstance(expr, cst.Call) and dotted(expr.func) == "getattr" and len(expr.args) == 3:
+            default = _int(expr.args[2].value)
+            shown = f", default {default}" if default is not None else ""
+            return Depth(default, f"`{code}`{shown}", True)
+        return Depth(None, f"`{code}`", True)
+
+    def _config_default(self, name: str) -> int | None:
+        """A config field's default: `n_layer: int = 12` in a class of this module, or an argparse option."""
+        for cls in self.source.classes:
+            for statement in cls.node.body.body if isinstance(cls.node.body, cst.IndentedBlock) else ():
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign) and dotted(small.target) == name:
+                        return _int(small.value)
+                    if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+                        return _int(small.value)
+        default = self.source.argparse_default(name)
+        return _int(default) if default is not None else None
+
+    def _appended(
+        self,
+        cls: ClassRecord,
+        method: FunctionRecord,
+        path: str,
+        node: cst.Call,
+        container: str,
+        receiver: str,
+        scope: Scope,
+    ) -> Stack | None:
+        """`self.layers = nn.ModuleList()` (or a local `layers = []`) filled by `.append(Block(...))` in a
+        `for _ in range(n)` loop of the same method."""
+        for loop in method.loops:
+            if not isinstance(loop.node, cst.For):
+                continue
+            appends = [
+                call
+                for call in loop.calls
+                if isinstance(call.node.func, cst.Attribute)
+                and call.node.func.attr.value == "append"
+                and dotted(call.node.func.value) == receiver
+                and len(call.node.args) == 1
+            ]
+            if len(appends) != 1 or loop.parent is not None and _is_range(loop.parent.node, self.source):
+                continue
+            if receiver != f"{_self(method)}.{path}" and not self._empty_list(receiver, scope):
+                continue
+            appended = appends[0].node.args[0].value
+            stage = self._stage(appended, loop.scope, method)
+            if stage is not None:
+                block, depth = stage
+                how = "`nn.Sequential` stages appended in a loop"
+                return Stack(cls, path, node, container, block, depth, how, method, stages=True)
+            block = self._block(appended, scope, loop.node.target, method)
+            depth = self._range_depth(loop.node.iter, loop.scope, method)
+            if block is None or depth is None:
+                continue
+            return Stack(cls, path, node, container, block, depth, "`.append(...)` in a loop", method)
+        return None
+
+    def _stage(
+        self, value: cst.BaseExpression, scope: Scope, method: FunctionRecord
+    ) -> tuple[str, Depth] | None:
+        """`stage = nn.Sequential(*[Block(...) for j in range(depths[i])])` appended: a stage of repeated
+        blocks, with the largest per-stage depth."""
+        if isinstance(value, cst.Name):
+            values = self.source.assigned_values(value, scope)
+            if len(values) != 1:
+                return None
+            value = values[0].value
+        if not (isinstance(value, cst.Call) and self.source.qualname(value.func, scope) == _SEQUENTIAL):
+            return None
+        args = [arg for arg in value.args if arg.keyword is None]
+        if len(args) != 1:
+            return None
+        inner = args[0].value
+        if (
+            isinstance(inner, cst.List)
+            and len(inner.elements) == 1
+            and isinstance(inner.elements[0], cst.StarredElement)
+        ):
+            inner = inner.elements[0].value
+        return self._repeated(inner, scope, method)
+
+    def _empty_list(self, name: str, scope: Scope) -> bool:
+        values = self.source.assigned_values(cst.Name(name), scope)
+        return len(values) == 1 and isinstance(values[0].value, cst.List) and not values[0].value.elements
+
+    def _clones(
+        self, cls: ClassRecord, method: FunctionRecord, path: str, node: cst.Call, scope: Scope
+    ) -> Stack | None:
+        """`_get_clones(layer, n)`: a function of the project that returns a container of copies."""
+        target = self.source.callee_of_call(node, scope)
+        if target is None:
+            return None
+        home, function = target
+        for returned in function.returns:
+            if not isinstance(returned, cst.Call):
+                continue
+            container = _CONTAINERS.get(home.qualname(returned.func, function.scope) or "")
+            args = [arg.value for arg in returned.args if arg.keyword is None]
+            if (
+                container is None
+                or len(args) != 1
+                or not isinstance(args[0], (cst.ListComp, cst.GeneratorExp))
+            ):
+                continue
+            comprehension = args[0]
+            iterated = comprehension.for_in.iter
+            if not (isinstance(iterated, cst.Call) and dotted(iterated.func) == "range" and iterated.args):
+                continue
+            count = iterated.args[-1].value
+            if not isinstance(count, cst.Name) or count.value not in function.params:
+                continue
+            from torchlint.facts.syntax.calls import argument_for
+
+            argument = argument_for(node, function, count.value)
+            if argument is None:
+                continue
+            depth = self.depth_of(argument, scope, method)
+            how = f"`{self.source.code(node.func)}(...)`"
+            return Stack(cls, path, node, container, "", depth, how, method)
+        return None
+
+    # -- how forward applies it ---------------------------------------------------------------------------
+
+    def forward_path(self, cls: ClassRecord) -> list[tuple[FunctionRecord, str]]:
+        """`forward` and the methods it calls on `self` (transitively, a few calls deep), with how each is
+        reached."""
+        forward = cls.methods.get("forward")
+        if forward is None:
+            return []
+        found = [(forward, "`forward`")]
+        seen = {id(forward)}
+        frontier = [forward]
+        for _ in range(MAX_DEPTH):
+            following = []
+            for method in frontier:
+                name = _self(method)
+                for call in method.calls:
+                    func = call.node.func
+                    if isinstance(func, cst.Attribute) and dotted(func.value) == name:
+                        callee = cls.methods.get(func.attr.value)
+                        if callee is not None and id(callee) not in seen:
+                            seen.add(id(callee))
+                            found.append((callee, f"`{callee.name}`, called by `{method.name}`"))
+                            following.append(callee)
+            frontier = following
+        return found
+
+    def _applications(self, stack: Stack) -> list[Application]:
+        found: list[Application] = []
+        for method, reached in self.forward_path(stack.cls):
+            name = f"{_self(method)}.{stack.attribute}"
+            for loop in method.loops:
+                application = self._loop_application(loop, name, reached)
+                if application is not None:
+                    application.stages = stack.stages
+                    found.append(application)
+            if stack.container == "nn.Sequential":
+                for call in method.calls:
+                    if dotted(call.node.func) == name:
+                        statement = self._carried_statement(method, call.node)
+                        how = f"`{self.source.code(call.node.func)}(...)` in {reached}"
+                        found.append(
+                            Application(method, call.node, how, call.node, statement, name, whole=True)
+                        )
+        return found
+
+    def _loop_application(self, loop: LoopRecord, name: str, reached: str) -> Application | None:
+        node = loop.node
+        if not isinstance(node, cst.For):
+            return None
+        block = _iterated_block(node, name, self.source, loop.scope)
+        if block is None:
+            return None
+        calls = [call.node for call in loop.all_calls() if self.source.code(call.node.func) == block]
+        if not calls:
+            return None
+        call = calls[0]
+        if not self._carries(node.body, call):
+            return (
+                None  # `y += expert(x)`, `outs.append(head(x))`: blocks side by side, not one after another
+            )
+        statement = self._carried_statement_in(node.body, call) if len(calls) == 1 else None
+        return Application(loop.function, node, f"a loop in {reached}", call, statement, block)  # type: ignore[arg-type]
+
+    def _carries(self, body: cst.CSTNode, call: cst.Call) -> bool:
+        """The block's result becomes its next input: an assignment in the loop binds the name that the
+        call's first argument reads (`x = blk(x)`, `x, attn = blk(x)`, `x = x + blk(norm(x))`)."""
+        from torchlint.facts.syntax.walk import contains
+
+        first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+        if first is None:
+            return False
+        read = {n.value for n in _names_in(first)}
+        for statement in statements(body):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and contains(small.value, call):
+                    bound = {n.value for target in small.targets for n in _names_in(target.target)}
+                    if bound & read:
+                        return True
+        return False
+
+    def _carried_statement(self, method: FunctionRecord, call: cst.Call) -> cst.SimpleStatementLine | None:
+        return self._carried_statement_in(method.node.body, call)
+
+    def _carried_statement_in(self, body: cst.CSTNode, call: cst.Call) -> cst.SimpleStatementLine | None:
+        """`x = blk(x, ...)`: the statement, alone on its line, that runs one block on the carried value."""
+        for statement in statements(body):
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+                target = small.targets[0].target
+                first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
+                if (
+                    isinstance(target, cst.Name)
+                    and isinstance(first, cst.Name)
+                    and first.value == target.value
+                ):
+                    return statement
+        return None
+
+
+def _iterated_block(node: cst.For, name: str, source: SourceModule, scope: Scope) -> str | None:
+    """How the body names one block of `name` (`self.blocks`): `for blk in self.blocks`, `for i, blk in
+    enumerate(...)`, `for blk, pos in zip(self.blocks, ...)`, `for i in range(...)` with `self.blocks[i]`."""
+    iterated, target = node.iter, node.target
+    if dotted(iterated) == name:
+        return target.value if isinstance(target, cst.Name) else None
+    if not isinstance(iterated, cst.Call):
+        return None
+    func = source.qualname(iterated.func, scope)
+    args = [arg.value for arg in iterated.args if arg.keyword is None]
+    if func == "enumerate" and args and dotted(args[0]) == name:
+        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            second = target.elements[1].value
+            return second.value if isinstance(second, cst.Name) else None
+    if func == "zip" and isinstance(target, cst.Tuple) and len(target.elements) == len(args):
+        for position, arg in enumerate(args):
+            if dotted(arg) == name:
+                element = target.elements[position].value
+                return element.value if isinstance(element, cst.Name) else None
+    if func == "range" and args and isinstance(target, cst.Name):
+        return f"{name}[{target.value}]"  # `for i in range(self.depth): x = self.blocks[i](x)`
+    return None
+
+
+def _nested(
+    value: cst.BaseExpression, path: str, source: SourceModule, scope: Scope
+) -> list[tuple[str, cst.BaseExpression]]:
+    """The attribute itself, and containers nested in an `nn.ModuleDict(dict(h=...))` / `({"h": ...})`."""
+    found = [(path, value)]
+    if isinstance(value, cst.Call) and source.qualname(value.func, scope) == _MODULE_DICT and value.args:
+        inner = value.args[0].value
+        if isinstance(inner, cst.Call) and dotted(inner.func) == "dict":
+            for arg in inner.args:
+                if arg.keyword is not None:
+                    found.extend(_nested(arg.value, f"{path}.{arg.keyword.value}", source, scope))
+        elif isinstance(inner, cst.Dict):
+            for element in inner.elements:
+                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                    key = element.key.evaluated_value
+                    if isinstance(key, str) and key.isidentifier():
+                        found.extend(_nested(element.value, f"{path}.{key}", source, scope))
+    return found
+
+
+def _names_in(expr: cst.BaseExpression) -> list[cst.Name]:
+    """The plain names an expression reads or a target binds (through tuples, operators, calls, indexing)."""
+    found = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            stack.extend(element.value for element in node.elements)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.Subscript):
+            stack.append(node.value)
+        elif isinstance(node, cst.StarredElement):
+            stack.append(node.value)
+    return found
+
+
+def _subscripts(expr: cst.BaseExpression):
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Subscript):
+            yield node
+            stack.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+
+
+def _is_range(node: cst.CSTNode, source: SourceModule) -> bool:
+    return isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "range"
+
+
+def _self(method: FunctionRecord) -> str:
+    return method.params[0] if method.params else "self"
+
+
+def _param(method: FunctionRecord, name: str) -> cst.Param | None:
+    params = method.node.params
+    for param in (*params.params, *params.kwonly_params, *params.posonly_params):
+        if param.name.value == name:
+            return param
+    return None
+
+
+def _int(expr: cst.BaseExpression | None) -> int | None:
+    if isinstance(expr, cst.Integer):
+        try:
+            return int(expr.value, 0)
+        except ValueError:
+            return None
+    return None
