@@ -1,0 +1,165 @@
+"""The patched versions of a script's project, computed in memory with torchlint's own fixer.
+
+The files considered are the script and the other Python files of its folder (discovered as `torchlint
+FOLDER` would, with its settings and excludes): the modules a training script imports usually live next to
+it. Each file's findings come from `Linter.check_text`; a fix is applied only when the selection and
+`--unsafe-fixes` allow it (each file's settings, as for `torchlint --fix`).
+
+- `all`: every allowed fix, with the fixer's fixpoint (`Linter.fix_text`), per file;
+- `--each`: one variant per finding with an allowed fix (that fix alone, `fix.apply.apply`), plus `all`.
+
+Nothing is written: a variant is {absolute path: patched text}, served to the run by the bootstrap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchlint.diagnostics import Diagnostic
+from torchlint.fix.apply import apply
+from torchlint.fix.model import Applicability
+from torchlint.linter import InternalError, Linter, _compiles
+from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+from torchlint.workspace.settings import CliOverrides, ConfigError
+from torchlint.workspace.source import SourceError, SourceFile
+
+
+class PatchError(Exception):
+    """The fixes could not be computed (bad configuration, unknown code, a crashing rule)."""
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    code: str
+    name: str
+    title: str
+    applicability: str  # "safe" / "unsafe"
+    path: str  # absolute
+    line: int
+    column: int
+
+    def label(self, cwd: Path) -> str:
+        return f"{self.code} {_shown(self.path, cwd)}:{self.line}"
+
+    def to_json(self, cwd: Path) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "title": self.title,
+            "applicability": self.applicability,
+            "filename": _shown(self.path, cwd),
+            "location": {"row": self.line, "column": self.column},
+        }
+
+
+@dataclass
+class Variant:
+    """One version of the project to run: `original` (no patch), one fix, or all of them."""
+
+    name: str  # "original", "all", or the fix's label
+    kind: str  # "original" | "each" | "all"
+    fixes: list[AppliedFix] = field(default_factory=list)
+    patched: dict[str, str] = field(default_factory=dict)  # absolute path -> text
+
+    @property
+    def unsafe(self) -> bool:
+        return any(fix.applicability == "unsafe" for fix in self.fixes)
+
+
+@dataclass
+class Plan:
+    variants: list[Variant]  # original first
+    findings: list[tuple[Diagnostic, str]]  # every static finding, with its absolute path
+    warnings: list[str] = field(default_factory=list)
+
+
+def _shown(path: str, cwd: Path) -> str:
+    try:
+        return Path(path).relative_to(cwd).as_posix()
+    except ValueError:
+        return path
+
+
+def _applied(diagnostic: Diagnostic, path: str) -> AppliedFix:
+    assert diagnostic.fix is not None
+    return AppliedFix(
+        diagnostic.code,
+        diagnostic.name,
+        diagnostic.fix.title,
+        diagnostic.fix.applicability.value,
+        path,
+        diagnostic.location.line,
+        diagnostic.location.column,
+    )
+
+
+def plan(
+    script: Path,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    unsafe_fixes: bool = False,
+    each: bool = False,
+    config_file: Path | None = None,
+) -> Plan:
+    """The variants to run for `script`: the original, then (with `each`) one per fix, then all fixes."""
+    linter = Linter()
+    codes = list(linter.rule_classes)
+    options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
+    overrides = CliOverrides(tuple(select), (), tuple(ignore), unsafe_fixes)
+    script = script.resolve()
+    try:
+        overrides.validate(codes)
+        resolver = SettingsResolver(codes, options_by_rule, config_file, overrides, fs=linter.fs)
+        targets = discover([script.parent], resolver, force_exclude=True)
+        if not any(target.path.resolve() == script for target in targets):
+            targets = [*targets, *discover([script], resolver, force_exclude=False)]
+    except (ConfigError, MissingPath) as error:
+        raise PatchError(str(error)) from error
+
+    result = Plan([Variant("original", "original")], [])
+    everything = Variant("all", "all")
+    singles: list[Variant] = []
+    for target in targets:
+        path = str(target.path.resolve())
+        try:
+            text = SourceFile.read(target.path, linter.fs).text
+        except SourceError:
+            continue
+        unsafe = unsafe_fixes or target.settings.unsafe_fixes
+        try:
+            fixed = linter.fix_text(target.display, text, target.settings, unsafe)
+        except InternalError as error:
+            result.warnings.append(f"{target.display}: not patched: {error}")
+            continue
+        result.warnings.extend(fixed.warnings)
+        result.findings.extend((diagnostic, path) for diagnostic in fixed.initial)
+        allowed = [
+            d
+            for d in fixed.initial
+            if d.fix is not None and d.fix.applicability is not Applicability.DISPLAY_ONLY
+            if d.fix.applicability.allowed(unsafe)
+        ]
+        if not allowed or fixed.text == text:
+            continue
+        everything.patched[path] = fixed.text
+        everything.fixes.extend(_applied(d, path) for d in allowed)
+        if not each:
+            continue
+        for diagnostic in allowed:
+            assert diagnostic.fix is not None
+            alone = apply(text, [diagnostic.fix]).text
+            if alone == text or not _compiles(alone, target.display):
+                result.warnings.append(
+                    f"{target.display}:{diagnostic.location.line}: {diagnostic.code}'s fix alone "
+                    "does not apply cleanly; it is measured only with the others"
+                )
+                continue
+            singles.append(Variant("", "each", [_applied(diagnostic, path)], {path: alone}))
+    for single in singles:
+        single.name = single.fixes[0].label(Path.cwd())
+    if len(singles) > 1 or (singles and not everything.patched):
+        result.variants.extend(singles)
+    if everything.patched:
+        result.variants.append(everything)
+    return result
