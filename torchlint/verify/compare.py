@@ -6,8 +6,9 @@
   its spread the inter-quartile range.
 - The speed-up is median(original) / median(variant), with a 95% bootstrap interval over the pooled steps,
   and, with repeats, the min/max of the ratios of the paired (interleaved) repeats.
-- Verdict on speed: `faster` when the speed-up is at least 1 + NOISE and the interval lies above 1,
-  `slower` when it is at most 1 - NOISE and the interval lies below 1, else `no change`.
+- Verdict on speed: `faster` when the speed-up is at least 1 + noise and the interval lies above 1,
+  `slower` when it is at most 1 / (1 + noise) and the interval lies below 1, else `no change`; the noise is
+  NOISE (5%) or half the arms' relative inter-quartile range, whichever is larger (tiny steps jitter more).
 - Losses: with only safe fixes the per-step losses of every common step must agree tightly (safe fixes do
   not change what is computed, and both runs are seeded alike); with an unsafe fix (workers, autocast,
   compile) the mean loss over the common steps of the first epoch must agree within LOOSE_RTOL, since data
@@ -96,6 +97,7 @@ class Speed:
     interval: tuple[float, float] | None  # 95% bootstrap interval of the speed-up
     repeats_range: tuple[float, float] | None  # min/max over the paired repeats
     verdict: str  # faster | slower | no change | unknown
+    noise: float = NOISE  # the relative change below which a difference is noise
 
 
 def _bootstrap(before: list[float], after: list[float], rng: random.Random) -> tuple[float, float] | None:
@@ -128,13 +130,21 @@ def compare_speed(before: list[RunStats], after: list[RunStats]) -> Speed:
     ]
     repeats = (min(paired), max(paired)) if len(paired) >= 2 else None
     low, high = interval if interval else (repeats if repeats else (speedup, speedup))
-    if speedup >= 1 + NOISE and low > 1:
+    noise = max(NOISE, _relative_spread(pooled_before) / 2, _relative_spread(pooled_after) / 2)
+    if speedup >= 1 + noise and low > 1:
         verdict = "faster"
-    elif speedup <= 1 - NOISE and high < 1:
+    elif speedup <= 1 / (1 + noise) and high < 1:
         verdict = "slower"
     else:
         verdict = "no change"
-    return Speed(speedup, interval, repeats, verdict)
+    return Speed(speedup, interval, repeats, verdict, noise)
+
+
+def _relative_spread(values: list[float]) -> float:
+    """The inter-quartile range over the median: how much the steps of one arm jitter."""
+    q = quartiles(values)
+    middle = median(values)
+    return (q[1] - q[0]) / middle if q and middle else 0.0
 
 
 @dataclass

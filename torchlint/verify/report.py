@@ -105,7 +105,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
                 "interval95": list(arm.speed.interval) if arm.speed.interval else None,
                 "repeats_range": list(arm.speed.repeats_range) if arm.speed.repeats_range else None,
                 "verdict": arm.speed.verdict,
-                "noise": compare.NOISE,
+                "noise": arm.speed.noise,
             }
         before = _arm_stats(original) if arm is not original else None
         if stats and before and stats["peak_memory_bytes"] and before["peak_memory_bytes"]:
