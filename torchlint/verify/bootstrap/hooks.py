@@ -12,8 +12,9 @@
   output of `GradScaler.scale`, the unscaled loss is recorded instead. Values are converted to floats only at
   the end, so no synchronisation is added; micro-batches between two steps are averaged.
 - Memory: the CUDA allocator's peak when CUDA is in use, else the process's peak RSS.
-- Profile: `torch.profiler` runs over the last few measured steps (started and stopped by the step hook);
-  those steps are flagged, and left out of the timing statistics when enough other steps remain.
+- Profile: `torch.profiler` runs over the first few steps after the warm-up (started and stopped by the
+  step hook, so a script that ends early still has one); those steps are flagged, and left out of the
+  timing statistics when at least three others remain (the profiler's overhead is not the script's).
 - Stop: after W + N steps the hook raises `StopVerify`, a BaseException, so a script's `except Exception`
   cannot swallow it; a script that swallows it anyway gets it again at its next step.
 
@@ -150,8 +151,11 @@ class Recorder:
         self.pending_losses = []
         self._progress()
         done = index + 1
-        if self.profile_steps and done == self.total - self.profile_steps and self.rank == 0:
+        start = max(self.warmup, 1)  # the profiled steps are the first ones after the warm-up
+        if self.profile_steps and done == start and self.rank == 0:
             self._start_profiler()
+        elif self.profiler is not None and done == start + self.profile_steps:
+            self._stop_profiler()
         if done >= self.total:
             self._stop_profiler()
             self.stopped = True
