@@ -6,8 +6,9 @@
   its spread the inter-quartile range.
 - The speed-up is median(original) / median(variant), with a 95% bootstrap interval over the pooled steps,
   and, with repeats, the min/max of the ratios of the paired (interleaved) repeats.
-- Verdict on speed: `faster` when the speed-up is at least 1 + noise and the interval lies above 1,
-  `slower` when it is at most 1 / (1 + noise) and the interval lies below 1, else `no change`; the noise is
+- Verdict on speed: `faster` when the speed-up is at least 1 + noise and the interval (and, with repeats,
+  the paired range) lies above 1, `slower` when it is at most 1 / (1 + noise) and they lie below 1, else
+  `no change`; the noise is
   NOISE (5%) or half the arms' relative inter-quartile range, whichever is larger (tiny steps jitter more).
 - Losses: with only safe fixes the per-step losses of every common step must agree tightly (safe fixes do
   not change what is computed, and both runs are seeded alike); with an unsafe fix (workers, autocast,
@@ -129,11 +130,15 @@ def compare_speed(before: list[RunStats], after: list[RunStats]) -> Speed:
         if x.step_times and y.step_times
     ]
     repeats = (min(paired), max(paired)) if len(paired) >= 2 else None
-    low, high = interval if interval else (repeats if repeats else (speedup, speedup))
+    # Both the interval over the steps and, with repeats, the range over the paired repeats (which sees a
+    # drift of the machine's load between runs) must exclude 1.
+    ranges = [r for r in (interval, repeats) if r is not None] or [(speedup, speedup)]
+    above = all(low > 1 for low, _ in ranges)
+    below = all(high < 1 for _, high in ranges)
     noise = max(NOISE, _relative_spread(pooled_before) / 2, _relative_spread(pooled_after) / 2)
-    if speedup >= 1 + noise and low > 1:
+    if speedup >= 1 + noise and above:
         verdict = "faster"
-    elif speedup <= 1 / (1 + noise) and high < 1:
+    elif speedup <= 1 / (1 + noise) and below:
         verdict = "slower"
     else:
         verdict = "no change"

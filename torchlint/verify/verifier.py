@@ -183,6 +183,12 @@ def verify(
                     report.warnings.append(f"run {label!r}: processes {result.leftover} survived SIGKILL")
     finally:
         report.load_after = os.getloadavg()
+    busiest = max(report.load_before[0], report.load_after[0])
+    if busiest > cpus + 0.5:
+        report.warnings.append(
+            f"the machine was busy (load {busiest:.1f} on {cpus} CPUs, the runs' own included): step times "
+            "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
+        )
     _decide(report, config)
     if not options.keep_logs and not report.errors:
         shutil.rmtree(workdir, ignore_errors=True)
