@@ -143,6 +143,7 @@ def run_once(
         "steps": config.steps,
         "warmup": config.warmup,
         "threads": config.threads,
+        "device": config.device,
         "seed": config.seed,
         "profile_steps": config.profile_steps,
         "patched": patched,

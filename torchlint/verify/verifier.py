@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +20,6 @@ from typing import Any
 
 from torchlint.verify import compare, patches
 from torchlint.verify.runner import RunConfig, RunResult, run_once
-
-FAILED = ("crashed", "exited", "timeout", "no-result", "killed")
 
 
 @dataclass
@@ -209,6 +208,8 @@ def _failure(result: RunResult, options: VerifyOptions) -> str | None:
             f"{where} timed out after {options.timeout:g} s ({steps} steps done); its whole process group "
             f"was killed ({result.stray_killed} processes left after the main one)"
         )
+    if result.status == "no-device":
+        return f"{where}: --device cuda, but CUDA is not available to {sys.executable}"
     if result.status == "crashed":
         trace = (result.raw or {}).get("traceback") or ""
         return f"{where}: the script crashed after {result.steps} steps:\n{trace.rstrip()}"
@@ -242,6 +243,8 @@ def _decide(report: VerifyReport, config: RunConfig) -> None:
             arm.findings = compare.runtime_findings(arm.runs[0].raw, arm.stats[0], static_at)
     if original.failure or not original.stats:
         original.verdict = "failed" if original.failure else "not run"
+        for arm in report.arms[1:]:
+            arm.verdict = "not run"
         return
     original.verdict = "baseline"
     for arm in report.arms[1:]:

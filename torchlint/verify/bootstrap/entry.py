@@ -71,6 +71,13 @@ def main() -> None:
     script = spec["script"]
     rank = os.environ.get("RANK", "0")
     result_path = f"{spec['result_path']}.rank{rank}"
+    if spec.get("device") == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            _write(result_path, {"status": "no-device", "steps": [], "exit_code": 2, "traceback": None})
+            sys.stderr.write("torchlint verify: --device cuda, but CUDA is not available to this Python\n")
+            os._exit(2)
     _seed(int(spec.get("seed", 0)))
     recorder = hooks.Recorder(spec)
     hooks.install(recorder)
