@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,34 @@ def test_two_process_ddp_under_torchrun():
     assert all(run["steps"] == 6 and run["leftover_pids"] == [] for run in report["runs"])
     assert report["variants"][1]["losses"]["verdict"] == "agree"
     assert "torchrun with 2 processes (rank 0 reported)" in done.stdout
+
+
+def test_steps_a_grad_scaler_skips_still_count_and_losses_are_unscaled_and_averaged():
+    # The hooks in a plain process: every step overflows (the scaler skips the optimizer, and with it the
+    # step hook), the loss is scaled by 2**100, and each step accumulates two micro-batches (1 and 3).
+    code = """
+        import json, torch
+        from torchlint.verify.bootstrap import hooks
+        recorder = hooks.Recorder({"warmup": 1, "steps": 3, "profile_steps": 0})
+        hooks.install(recorder)
+        weight = torch.zeros(1, requires_grad=True)
+        optimizer = torch.optim.SGD([weight], lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)
+        try:
+            for step in range(10):
+                for micro in (1.0, 3.0):
+                    scaler.scale(weight.sum() * 1e30 + micro).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        except hooks.StopVerify:
+            pass
+        steps = recorder.result()["steps"]
+        print(json.dumps([recorder.hook_fired, [s["skipped"] for s in steps], [s["loss"] for s in steps]]))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    fired, skipped, losses = json.loads(done.stdout.strip().splitlines()[-1])
+    assert fired == 0 and skipped == [True] * 4
+    assert losses == [2.0] * 4
