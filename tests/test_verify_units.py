@@ -252,3 +252,25 @@ def test_an_unknown_rule_code_is_a_usage_error_before_anything_runs():
 def test_script_arguments_without_a_double_dash_are_refused():
     done = _cli("fixtures/verify_tiny/train.py", "--epochs", "1")
     assert done.returncode == 2 and "--epochs" in done.stderr
+
+
+def test_the_modules_the_script_imports_are_patched_and_other_files_are_not(tmp_path):
+    (tmp_path / "train.py").write_text("from pkg import engine\nimport helper\n", encoding="utf-8")
+    (tmp_path / "helper.py").write_text("from .nothing import x\n", encoding="utf-8")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "engine.py").write_text("from . import losses\nimport torch\n", encoding="utf-8")
+    (tmp_path / "pkg" / "losses.py").write_text("", encoding="utf-8")
+    (tmp_path / "other.py").write_text("import torch\n", encoding="utf-8")
+    found = {
+        p.relative_to(tmp_path.resolve()).as_posix()
+        for p in patches.project_files(tmp_path.resolve() / "train.py")
+    }
+    assert found == {"train.py", "helper.py", "pkg/__init__.py", "pkg/engine.py", "pkg/losses.py"}
+
+
+def test_a_fix_in_an_imported_module_is_patched_there():
+    folder = FIXTURES / "two_module"
+    planned = patches.plan(folder / "train.py", select=("TL303", "TL304"))
+    patched = {Path(p).name for p in planned.variants[-1].patched}
+    assert patched == {"engine.py", "train.py"}

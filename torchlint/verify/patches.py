@@ -1,9 +1,9 @@
 """The patched versions of a script's project, computed in memory with torchlint's own fixer.
 
-The files considered are the script and the other Python files of its folder (discovered as `torchlint
-FOLDER` would, with its settings and excludes): the modules a training script imports usually live next to
-it. Each file's findings come from `Linter.check_text`; a fix is applied only when the selection and
-`--unsafe-fixes` allow it (each file's settings, as for `torchlint --fix`).
+The files considered are the script and the modules of its folder that it imports, directly or through
+each other (`project_files`): a fix in a file the run never imports would measure nothing. Each file's
+findings come from `Linter.fix_text` (with the project's cross-file facts); a fix is applied only when the
+selection and `--unsafe-fixes` allow it (each file's settings, as for `torchlint --fix`).
 
 - `all`: every allowed fix, with the fixer's fixpoint (`Linter.fix_text`), per file;
 - `--each`: one variant per finding with an allowed fix (that fix alone, `fix.apply.apply`), plus `all`.
@@ -13,6 +13,7 @@ Nothing is written: a variant is {absolute path: patched text}, served to the ru
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,63 @@ def _applied(diagnostic: Diagnostic, path: str) -> AppliedFix:
     )
 
 
+def project_files(script: Path) -> set[Path]:
+    """The script and the modules of its folder it imports, directly or through each other.
+
+    Imports resolve as the run will: absolute ones from the script's folder (its `sys.path[0]`), relative
+    ones from the importing module's package; what resolves outside the folder (torch, installed packages)
+    is not the project's and is never patched."""
+    root = script.parent
+    found: set[Path] = set()
+    pending = [script]
+    while pending:
+        path = pending.pop()
+        if path in found:
+            continue
+        found.add(path)
+        try:
+            tree = ast.parse(path.read_bytes(), str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names: list[tuple[Path, list[str]]] = []
+            if isinstance(node, ast.Import):
+                names = [(root, alias.name.split(".")) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = root
+                if node.level:
+                    base = path.parent
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                parts = node.module.split(".") if node.module else []
+                names = [(base, parts)] + [(base, [*parts, alias.name]) for alias in node.names]
+            for base, parts in names:
+                for candidate in _module_files(base, parts):
+                    if candidate.is_relative_to(root) and candidate not in found:
+                        pending.append(candidate)
+    return found
+
+
+def _module_files(base: Path, parts: list[str]) -> list[Path]:
+    """The files importing `parts` from `base` runs: each package's `__init__.py` on the way, the module."""
+    files = []
+    folder = base
+    for index, part in enumerate(parts):
+        if not part:
+            continue
+        module = folder / f"{part}.py"
+        package = folder / part / "__init__.py"
+        if package.is_file():
+            files.append(package.resolve())
+        elif module.is_file() and index == len(parts) - 1:
+            files.append(module.resolve())
+            break
+        elif not (folder / part).is_dir():
+            break
+        folder = folder / part
+    return files
+
+
 def plan(
     script: Path,
     select: tuple[str, ...] = (),
@@ -111,9 +169,7 @@ def plan(
     try:
         overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, config_file, overrides, fs=linter.fs)
-        targets = discover([script.parent], resolver, force_exclude=True)
-        if not any(target.path.resolve() == script for target in targets):
-            targets = [*targets, *discover([script], resolver, force_exclude=False)]
+        targets = discover(sorted(project_files(script)), resolver, force_exclude=False)
     except (ConfigError, MissingPath) as error:
         raise PatchError(str(error)) from error
 
