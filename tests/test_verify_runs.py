@@ -86,7 +86,9 @@ def test_a_crashing_script_reports_its_traceback_and_which_run():
     assert "ValueError: corrupt sample in batch 3" in done.stderr
     assert "bootstrap" not in done.stderr.split("Traceback")[1]  # the user's frames only
     assert report is not None and report["verdict"] == "failed" and report["runs"][0]["status"] == "crashed"
-    assert len(report["runs"]) == 1  # nothing else ran
+    assert len(report["runs"]) == 1  # nothing to fix: nothing else ran
+    assert report["variants"][0]["stats"]["steps_done"] == [3]  # the steps before the crash are measured
+    assert report["variants"][0]["verdict"] == "baseline (crashed)"
 
 
 def test_a_script_that_never_steps_says_so():

@@ -3,8 +3,10 @@
 Runs go original, variant 1, ..., all fixes, and again in the same order for each repeat (A B A B), so
 that a drift in the machine's load touches every arm alike. The original runs first: when it fails
 (crashes, exits with an error, never steps an optimizer, times out) nothing can be verified and the other
-runs are skipped. Exit codes: 0 verified (nothing got worse, or nothing to fix), 1 a fix made training
-slower beyond noise, changed the losses, or broke the script, 2 usage errors and a failing original run.
+runs are skipped, unless it crashed midway after the warm-up: then the variants run too, and the steps
+before the crash are compared (the exit status is still 2). Exit codes: 0 verified (nothing got worse, or
+nothing to fix), 1 a fix made training slower beyond noise, changed the losses, or broke the script, 2
+usage errors and a failing original run.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        if self.errors and (not self.arms or self.arms[0].failure):
+        if not self.arms or self.arms[0].failure:
             return 2
         if any(arm.verdict in ("slower", "changed losses") or arm.failure for arm in self.arms[1:]):
             return 1
@@ -150,7 +152,7 @@ def verify(
     try:
         for repeat in range(options.repeat):
             for number, arm in enumerate(arms):
-                if arm.failure or (number and arms[0].failure):
+                if arm.failure or (number and arms[0].failure and not arms[0].stats):
                     continue
                 label = arm.variant.name if options.repeat == 1 else f"{arm.variant.name} #{repeat + 1}"
                 trace = None
@@ -169,6 +171,9 @@ def verify(
                 if failure:
                     arm.failure = failure
                     report.errors.append(failure)
+                    if result.status == "crashed" and result.raw and result.steps > options.warmup:
+                        # Crashed midway: what it measured before the crash is still compared.
+                        arm.stats.append(compare.run_stats(result.raw, options.warmup))
                     continue
                 assert result.raw is not None
                 arm.stats.append(compare.run_stats(result.raw, options.warmup))
@@ -241,14 +246,15 @@ def _decide(report: VerifyReport, config: RunConfig) -> None:
     for arm in report.arms:
         if arm.runs and arm.stats and arm.runs[0].raw is not None:
             arm.findings = compare.runtime_findings(arm.runs[0].raw, arm.stats[0], static_at)
-    if original.failure or not original.stats:
+    if not original.stats:
         original.verdict = "failed" if original.failure else "not run"
         for arm in report.arms[1:]:
             arm.verdict = "not run"
         return
-    original.verdict = "baseline"
+    crashed = original.failure is not None  # midway: the steps before the crash are compared
+    original.verdict = "baseline (crashed)" if crashed else "baseline"
     for arm in report.arms[1:]:
-        if arm.failure:
+        if arm.failure and not (crashed and arm.stats):
             arm.verdict = "broke the script"
             continue
         if not arm.stats:
