@@ -5,6 +5,7 @@ usage errors, and a parent process that never imports torch."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -274,3 +275,32 @@ def test_a_fix_in_an_imported_module_is_patched_there():
     planned = patches.plan(folder / "train.py", select=("TL303", "TL304"))
     patched = {Path(p).name for p in planned.variants[-1].patched}
     assert patched == {"engine.py", "train.py"}
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_shows_the_run_its_step_and_the_time_on_a_terminal(monkeypatch):
+    from torchlint.verify.report import ProgressDisplay
+    from torchlint.verify.runner import RunResult
+
+    monkeypatch.setenv("TERM", "xterm")
+    stream = _Terminal()
+    display = ProgressDisplay(stream)
+    update = display.start("TL201 train.py:12", 1, 4)
+    assert update is not None
+    update(7, 25, 3.25)
+    display.end(RunResult("TL201 train.py:12", 1, "stopped", {"steps": [{}] * 25}, 0, 9.5, Path("log")))
+    text = stream.getvalue()
+    assert "[2/4] TL201 train.py:12: step 7/25, 3.2 s" in text
+    assert text.endswith("TL201 train.py:12: stopped, 25 steps in 9.5 s\n")
+
+
+def test_without_a_terminal_each_run_gets_a_plain_line():
+    from torchlint.verify.report import ProgressDisplay
+
+    stream = io.StringIO()
+    assert ProgressDisplay(stream).start("original", 0, 2) is None
+    assert stream.getvalue() == "[1/2] original: running\n"
