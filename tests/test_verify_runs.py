@@ -206,3 +206,12 @@ def test_steps_a_grad_scaler_skips_still_count_and_losses_are_unscaled_and_avera
     fired, skipped, losses = json.loads(done.stdout.strip().splitlines()[-1])
     assert fired == 0 and skipped == [True] * 4
     assert losses == [2.0] * 4
+
+
+def test_ranks_started_with_torch_multiprocessing_spawn_are_measured_and_all_stopped():
+    done, report = verify("fixtures/verify_ddp/spawn.py", "--steps", "3", "--warmup", "1", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report is not None
+    run = report["runs"][0]
+    assert run["status"] == "stopped" and run["steps"] == 4 and run["leftover_pids"] == []
+    assert report["variants"][0]["stats"]["steps_timed"] >= 1

@@ -46,6 +46,15 @@ class VerifyOptions:
     keep_logs: bool = False
 
 
+# What torch says when a script that expects torchrun's environment is started on its own.
+DISTRIBUTED_WORDS = (
+    "MASTER_ADDR",
+    "environment variable RANK",
+    "environment variable WORLD_SIZE",
+    "LOCAL_RANK",
+)
+
+
 class UsageError(Exception):
     """Bad options or configuration (exit 2 before anything runs)."""
 
@@ -217,7 +226,10 @@ def _failure(result: RunResult, options: VerifyOptions) -> str | None:
         return f"{where}: --device cuda, but CUDA is not available to {sys.executable}"
     if result.status == "crashed":
         trace = (result.raw or {}).get("traceback") or ""
-        return f"{where}: the script crashed after {result.steps} steps:\n{trace.rstrip()}"
+        hint = ""
+        if not options.torchrun and any(word in trace for word in DISTRIBUTED_WORDS):
+            hint = "\nhint: a distributed script started without a launcher: try --torchrun N"
+        return f"{where}: the script crashed after {result.steps} steps:\n{trace.rstrip()}{hint}"
     if result.status == "exited":
         code = (result.raw or {}).get("exit_code")
         tail = result.log_tail(15)

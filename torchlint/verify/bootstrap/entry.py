@@ -89,6 +89,13 @@ def main() -> None:
         payload = {**recorder.result(), **outcome}
         if recorder.stopped:
             payload["status"] = "stopped"
+        spawned = f"{spec['result_path']}.spawn0"  # rank 0 of `torch.multiprocessing.spawn`, if any
+        if not recorder.steps and os.path.isfile(spawned):
+            with open(spawned, encoding="utf-8") as handle:
+                child = json.load(handle)
+            failed = outcome["status"] not in ("finished",)
+            payload = {**child, **{k: v for k, v in outcome.items() if failed or k != "status"}}
+            payload["spawned_ranks"] = True
         _write(result_path, payload)
 
     def on_term(signum: int, frame: Any) -> None:

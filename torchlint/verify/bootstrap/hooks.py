@@ -56,14 +56,15 @@ class StopVerify(BaseException):  # noqa: N818 - a stop signal, not an error
 class Recorder:
     """What one measured process saw; `result()` is the run's JSON (see SCHEMA.md, `runs[].raw`)."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], rank: int | None = None) -> None:
+        self.spec = spec
         self.pid = os.getpid()
         self.armed = True
         self.warmup = int(spec["warmup"])
         self.total = self.warmup + int(spec["steps"])
         self.profile_steps = min(int(spec.get("profile_steps", 3)), int(spec["steps"]))
         self.trace_path = spec.get("trace_path")
-        self.rank = int(os.environ.get("RANK", "0"))
+        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.started = time.perf_counter()
         self.last = self.started
         self.steps: list[dict[str, Any]] = []
@@ -338,8 +339,36 @@ def _mem_total() -> int | None:
     return None
 
 
+class MeasuredTarget:
+    """A `torch.multiprocessing.spawn` target, measured: DDP scripts that start their ranks themselves
+    (`mp.spawn(main_worker, nprocs=N)`) train in those processes, not in the entry's. Every rank is armed
+    (all must stop at the same step, or the others would wait in a collective for ever); each writes its
+    result next to the entry's (`.spawn<i>`), where the entry picks up rank 0's."""
+
+    def __init__(self, fn: Any, spec: dict[str, Any]) -> None:
+        self.fn = fn
+        self.spec = spec
+
+    def __call__(self, index: int, *args: Any) -> Any:
+        import json
+
+        recorder = Recorder(self.spec, rank=index)
+        install(recorder)
+        status = "finished"
+        try:
+            return self.fn(index, *args)
+        except StopVerify:
+            status = "stopped"
+        finally:
+            payload = {**recorder.result(), "status": "stopped" if recorder.stopped else status}
+            path = f"{self.spec['result_path']}.spawn{index}"
+            with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
+                json.dump(payload, handle)
+            os.replace(f"{path}.tmp", path)
+
+
 def install(recorder: Recorder) -> None:
-    """Install the hooks in this process (the entry's)."""
+    """Install the hooks in this process (the entry's, or a measured spawn target's)."""
     optimizer_module.register_optimizer_step_post_hook(recorder.on_optimizer_step)
     os.register_at_fork(after_in_child=recorder.disarm)
 
@@ -408,6 +437,18 @@ def install(recorder: Recorder) -> None:
         return original_autograd_backward(tensors, *args, **kwargs)
 
     torch.autograd.backward = recorded_autograd_backward
+
+    spawn_module = sys.modules.get("torch.multiprocessing.spawn")
+    if spawn_module is not None and hasattr(spawn_module, "start_processes"):
+        original_start = spawn_module.start_processes
+
+        def measured_start(fn: Any, args: Any = (), nprocs: int = 1, *rest: Any, **kwargs: Any) -> Any:
+            if recorder.active():
+                fn = MeasuredTarget(fn, recorder.spec)
+            return original_start(fn, args, nprocs, *rest, **kwargs)
+
+        spawn_module.start_processes = measured_start
+        torch.multiprocessing.start_processes = measured_start
 
     scaler_class = getattr(getattr(torch, "amp", None), "GradScaler", None)
     if scaler_class is not None:
