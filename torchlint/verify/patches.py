@@ -22,6 +22,7 @@ from torchlint.fix.apply import apply
 from torchlint.fix.model import Applicability
 from torchlint.linter import InternalError, Linter, _compiles
 from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
 
@@ -95,12 +96,13 @@ def _applied(diagnostic: Diagnostic, path: str) -> AppliedFix:
     )
 
 
-def project_files(script: Path) -> set[Path]:
+def project_files(script: Path, fs: FileSystem | None = None) -> set[Path]:
     """The script and the modules of its folder it imports, directly or through each other.
 
     Imports resolve as the run will: absolute ones from the script's folder (its `sys.path[0]`), relative
     ones from the importing module's package; what resolves outside the folder (torch, installed packages)
-    is not the project's and is never patched."""
+    is not the project's and is never patched. Asked of `fs` (the run's FileSystem)."""
+    fs = fs or FileSystem()
     root = script.parent
     found: set[Path] = set()
     pending = [script]
@@ -110,7 +112,7 @@ def project_files(script: Path) -> set[Path]:
             continue
         found.add(path)
         try:
-            tree = ast.parse(path.read_bytes(), str(path))
+            tree = ast.parse(fs.read_bytes(path), str(path))
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -126,13 +128,13 @@ def project_files(script: Path) -> set[Path]:
                 parts = node.module.split(".") if node.module else []
                 names = [(base, parts)] + [(base, [*parts, alias.name]) for alias in node.names]
             for base, parts in names:
-                for candidate in _module_files(base, parts):
+                for candidate in _module_files(base, parts, fs):
                     if candidate.is_relative_to(root) and candidate not in found:
                         pending.append(candidate)
     return found
 
 
-def _module_files(base: Path, parts: list[str]) -> list[Path]:
+def _module_files(base: Path, parts: list[str], fs: FileSystem) -> list[Path]:
     """The files importing `parts` from `base` runs: each package's `__init__.py` on the way, the module."""
     files = []
     folder = base
@@ -141,12 +143,12 @@ def _module_files(base: Path, parts: list[str]) -> list[Path]:
             continue
         module = folder / f"{part}.py"
         package = folder / part / "__init__.py"
-        if package.is_file():
+        if fs.is_file(package):
             files.append(package.resolve())
-        elif module.is_file() and index == len(parts) - 1:
+        elif fs.is_file(module) and index == len(parts) - 1:
             files.append(module.resolve())
             break
-        elif not (folder / part).is_dir():
+        elif not fs.is_dir(folder / part):
             break
         folder = folder / part
     return files
@@ -169,7 +171,7 @@ def plan(
     try:
         overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, config_file, overrides, fs=linter.fs)
-        targets = discover(sorted(project_files(script)), resolver, force_exclude=False)
+        targets = discover(sorted(project_files(script, linter.fs)), resolver, force_exclude=False)
     except (ConfigError, MissingPath) as error:
         raise PatchError(str(error)) from error
 

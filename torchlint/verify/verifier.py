@@ -22,6 +22,7 @@ from typing import Any
 
 from torchlint.verify import compare, patches
 from torchlint.verify.runner import RunConfig, RunResult, run_once
+from torchlint.workspace.fs import FileSystem
 
 
 @dataclass
@@ -122,7 +123,8 @@ def verify(
 ) -> VerifyReport:
     """Plan, run and compare. `on_start(label, index, count)` may return a progress callback for the run."""
     script = options.script
-    if not script.is_file():
+    fs = FileSystem()
+    if not fs.is_file(script):
         raise UsageError(f"{script}: no such file")
     if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
         raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
