@@ -69,6 +69,7 @@ def test_a_safe_fix_is_verified_with_identical_losses_and_a_full_json_report():
             stats["steps_timed"] >= 3 and stats["median_step_ms"] > 0 and stats["memory_kind"] == "peak_rss"
         )
         assert stats["peak_memory_bytes"] > 0 and 0 <= stats["data_wait_share"] <= 1
+        assert stats["samples_per_second"] == pytest.approx(32 * stats["steps_per_second"])
         assert len(stats["losses"]) == 8 and all(isinstance(x, float) for x in stats["losses"])
         assert stats["first_epoch_steps"] == 8  # 512 samples / 32 per batch: one epoch is 16 steps
     assert fixed["losses"]["verdict"] == "agree" and fixed["losses"]["max_abs_diff"] == 0.0

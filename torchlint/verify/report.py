@@ -33,6 +33,7 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
     med = compare.median(pooled)
     iqr = compare.quartiles(pooled)
     first = arm.stats[0]
+    batch = _batch_size(arm)
     return {
         "steps_timed": len(pooled),
         "steps_done": [s.steps_done for s in arm.stats],
@@ -41,6 +42,7 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
         "min_step_ms": 1000 * min(pooled) if pooled else None,
         "max_step_ms": 1000 * max(pooled) if pooled else None,
         "steps_per_second": 1 / med if med else None,
+        "samples_per_second": batch / med if med and batch else None,
         "first_step_s": first.first_step,
         "warmup_s": first.warmup_seconds,
         "profiled_steps_excluded": first.excluded_profiled,
@@ -50,6 +52,18 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
         "losses": first.losses,
         "first_epoch_steps": first.first_epoch,
     }
+
+
+def _batch_size(arm: ArmResult) -> int | None:
+    """The batch size of the loader the steps waited on most (the training loader), when it has one."""
+    raw = next((run.raw for run in arm.runs if run.raw), None) or {}
+    waits = {int(k): v for k, v in raw.get("loader_wait", {}).items()}
+    loaders = raw.get("loaders", [])
+    if not waits or not loaders:
+        return None
+    worst = max(waits, key=lambda k: waits[k])
+    size = loaders[worst].get("batch_size") if worst < len(loaders) else None
+    return size if isinstance(size, int) else None
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -227,6 +241,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         "variant",
         "step ms",
         "IQR ms",
+        "samples/s",
         "speed-up",
         "95% interval",
         memory,
@@ -245,6 +260,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
                 variant["name"] if variant["kind"] != "all" else f"all fixes ({len(variant['fixes'])})",
                 _ms(stats.get("median_step_ms")),
                 f"{iqr[0]:.1f}-{iqr[1]:.1f}" if iqr else "-",
+                f"{stats['samples_per_second']:.0f}" if stats.get("samples_per_second") else "-",
                 f"{speed['speedup']:.2f}x" if speed.get("speedup") else "-",
                 f"{interval[0]:.2f}-{interval[1]:.2f}x" if interval else "-",
                 _bytes(stats.get("peak_memory_bytes")),
