@@ -1,10 +1,11 @@
 """One measured run of the script: a subprocess in its own process group, watched until it ends.
 
 The run is `python bootstrap/entry.py SPEC` (or `python -m torch.distributed.run --nproc-per-node N
-bootstrap/entry.py SPEC`), with the user's working directory, `bootstrap/site` first on PYTHONPATH (its
-`sitecustomize` serves the patched sources in every process of the run), `PYTHONHASHSEED=0`, and the same
-thread settings for every run. The script's output goes to a log file per run (its tail is shown when a run
-fails). The spec, the progress file and the result files live in a scratch folder of the verifier's.
+bootstrap/entry.py SPEC`), in a process group of its own within the caller's session, with the user's
+working directory, `bootstrap/site` first on PYTHONPATH (its `sitecustomize` serves the patched sources in
+every process of the run), `PYTHONHASHSEED=0`, and the same thread settings for every run. The script's
+output goes to a log file per run (its tail is shown when a run fails). The spec, the progress file and
+the result files live in a scratch folder of the verifier's.
 
 A run that outlives its timeout gets SIGTERM (the entry then writes what it measured), then SIGKILL; after
 every run, whatever is left in its process group (DataLoader workers, torchrun's ranks) is killed, and the
@@ -122,6 +123,14 @@ def _reap_group(pgid: int, deadline: float = 5.0) -> tuple[int, list[int]]:
     return killed, members
 
 
+def _own_process_group() -> dict[str, Any]:
+    """A process group of the run's own (killed as one), in the caller's session: a new session would also
+    be a new scheduling group (Linux's autogroup), sharing the CPUs with every other session as one."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}  # pragma: no cover - Python 3.10
+
+
 def run_once(
     config: RunConfig,
     patched: dict[str, str],
@@ -179,7 +188,7 @@ def run_once(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            **_own_process_group(),
         )
     pgid = process.pid
     timed_out = False
