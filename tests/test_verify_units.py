@@ -140,6 +140,8 @@ def test_each_gives_one_variant_per_fix_and_all_together_without_touching_the_fi
         assert variant.patched[script] != (folder / "train.py").read_text(encoding="utf-8")
     assert planned.variants[-1].unsafe and not planned.variants[2].unsafe
     assert "num_workers" in planned.variants[-1].patched[script]
+    # TL203's persistent_workers applies only once TL201 added workers: "all" lists it from the later pass.
+    assert [f.code for f in planned.variants[-1].fixes] == ["TL201", "TL202", "TL203"]
 
 
 def test_without_unsafe_fixes_only_the_safe_ones_are_planned():

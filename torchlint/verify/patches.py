@@ -20,8 +20,8 @@ from pathlib import Path
 from torchlint.diagnostics import Diagnostic
 from torchlint.fix.apply import apply
 from torchlint.fix.model import Applicability
-from torchlint.linter import InternalError, Linter, _compiles
-from torchlint.workspace.discovery import MissingPath, SettingsResolver, discover
+from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
+from torchlint.workspace.discovery import MissingPath, SettingsResolver, Target, discover
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
@@ -154,6 +154,30 @@ def _module_files(base: Path, parts: list[str], fs: FileSystem) -> list[Path]:
     return files
 
 
+def _applied_by_passes(
+    linter: Linter, target: Target, text: str, first: list[Diagnostic], unsafe: bool, path: str
+) -> list[AppliedFix]:
+    """The fixes the fixer's passes applied, pass by pass as `Linter.fix_text` applies them (overlapping
+    fixes wait for a later pass; some only apply once another has, such as TL203's `persistent_workers`
+    after TL201's workers), each located in the text of its pass."""
+    found: list[AppliedFix] = []
+    diagnostics = first
+    for _ in range(MAX_FIX_PASSES):
+        applied = apply(text, [d.fix for d in diagnostics if d.fix is not None])
+        if applied.text == text:
+            break
+        found.extend(_applied(diagnostics[i], path) for i in applied.applied)
+        text = applied.text
+        diagnostics = [
+            d
+            for d in linter.check_text(target.display, text, target.settings)
+            if d.fix is not None and d.fix.applicability.allowed(unsafe)
+        ]
+        if not diagnostics:
+            break
+    return found
+
+
 def plan(
     script: Path,
     select: tuple[str, ...] = (),
@@ -201,7 +225,7 @@ def plan(
         if not allowed or fixed.text == text:
             continue
         everything.patched[path] = fixed.text
-        everything.fixes.extend(_applied(d, path) for d in allowed)
+        everything.fixes.extend(_applied_by_passes(linter, target, text, allowed, unsafe, path))
         if not each:
             continue
         for diagnostic in allowed:
