@@ -285,8 +285,8 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         out.write(
             f"first step of the original after {first['first_step_s']:.2f} s (start-up and compile, apart)\n"
         )
-    for variant in data["variants"]:
-        if variant["runtime_findings"]:
+    for variant in data["variants"]:  # the per-fix variants' findings are in the JSON
+        if variant["runtime_findings"] and variant["kind"] in ("original", "all"):
             out.write(f"\nruntime findings ({variant['name']}):\n")
             for finding in variant["runtime_findings"]:
                 static = finding["static_findings_there"]
