@@ -306,3 +306,18 @@ def test_without_a_terminal_each_run_gets_a_plain_line():
     stream = io.StringIO()
     assert ProgressDisplay(stream).start("original", 0, 2) is None
     assert stream.getvalue() == "[1/2] original: running\n"
+
+
+def test_a_slowdown_in_one_run_each_is_inconclusive_only_on_a_machine_already_busy():
+    from torchlint.verify.verifier import ArmResult, VerifyOptions, VerifyReport, _decide
+
+    def decide(load: float) -> tuple[str, int]:
+        original = ArmResult(patches.Variant("original", "original"), stats=[_stats([0.05] * 6)])
+        fixed = ArmResult(patches.Variant("all", "all"), stats=[_stats([0.1] * 6)])
+        report = VerifyReport(VerifyOptions(Path("x.py")), 1, 2, [original, fixed], [], [])
+        report.load_before = (load, load, load)
+        _decide(report)
+        return fixed.verdict, report.exit_code
+
+    assert decide(5.0) == ("inconclusive", 0)
+    assert decide(0.5) == ("slower", 1)

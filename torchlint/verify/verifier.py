@@ -88,6 +88,11 @@ class VerifyReport:
     workdir: Path | None = None
 
     @property
+    def busy(self) -> bool:
+        """Other work kept the CPUs busy before the runs started (their own load is not counted)."""
+        return self.load_before[0] > self.cpus
+
+    @property
     def exit_code(self) -> int:
         if not self.arms or self.arms[0].failure:
             return 2
@@ -203,8 +208,9 @@ def verify(
         report.warnings.append(
             f"the machine was busy (load {busiest:.1f} on {cpus} CPUs, the runs' own included): step times "
             "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
+            + (" (a slowdown seen in one run each is reported as inconclusive)" if report.busy else "")
         )
-    _decide(report, config)
+    _decide(report)
     if not options.keep_logs and not report.errors:
         shutil.rmtree(workdir, ignore_errors=True)
         report.workdir = None
@@ -248,7 +254,7 @@ def _failure(result: RunResult, options: VerifyOptions) -> str | None:
     return None
 
 
-def _decide(report: VerifyReport, config: RunConfig) -> None:
+def _decide(report: VerifyReport) -> None:
     original = report.arms[0]
     static: dict[tuple[str, int], list[str]] = {}
     for diagnostic, path in report.findings:
@@ -278,5 +284,8 @@ def _decide(report: VerifyReport, config: RunConfig) -> None:
         arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], arm.variant.unsafe)
         if arm.losses.verdict == "differ":
             arm.verdict = "changed losses"
+        elif arm.speed.verdict == "slower" and report.busy and report.options.repeat == 1:
+            # One run each on a machine busy with other work: a drift of its load looks like a slowdown.
+            arm.verdict = "inconclusive"
         else:
             arm.verdict = arm.speed.verdict
