@@ -48,6 +48,7 @@ class RunStats:
     first_epoch: int  # steps in the first epoch (same DataLoader epoch as the first step)
     excluded_profiled: int
     device: str
+    peak_above_start: int | None = None  # peak RSS minus the RSS when the script started (CPU runs)
 
 
 def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
@@ -61,10 +62,13 @@ def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
     total = sum(s["time"] for s in timed)
     share = sum(s["data_wait"] for s in timed) / total if timed and total > 0 else None
     memory = raw.get("memory", {})
+    above = None
     if "cuda_peak_allocated_bytes" in memory:
         peak, kind = memory["cuda_peak_allocated_bytes"], "cuda_peak_allocated"
     else:
         peak, kind = memory.get("peak_rss_bytes"), "peak_rss"
+        if peak and memory.get("rss_at_start_bytes"):
+            above = max(0, peak - memory["rss_at_start_bytes"])
     first_marker = steps[0]["epoch_marker"] if steps else 0
     first_epoch = sum(1 for s in steps if s["epoch_marker"] == first_marker)
     return RunStats(
@@ -79,6 +83,7 @@ def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
         first_epoch,
         excluded,
         raw.get("device", {}).get("type", "cpu"),
+        above,
     )
 
 

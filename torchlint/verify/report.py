@@ -48,6 +48,7 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
         "profiled_steps_excluded": first.excluded_profiled,
         "data_wait_share": _mean([s.data_wait_share for s in arm.stats]),
         "peak_memory_bytes": max((s.peak_memory or 0) for s in arm.stats) or None,
+        "peak_memory_above_start_bytes": max((s.peak_above_start or 0) for s in arm.stats) or None,
         "memory_kind": first.memory_kind,
         "losses": first.losses,
         "first_epoch_steps": first.first_epoch,
@@ -122,8 +123,16 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
                 "noise": arm.speed.noise,
             }
         before = _arm_stats(original) if arm is not original else None
-        if stats and before and stats["peak_memory_bytes"] and before["peak_memory_bytes"]:
-            entry["memory_change"] = stats["peak_memory_bytes"] / before["peak_memory_bytes"]
+        key = "peak_memory_bytes"
+        if (
+            stats
+            and before
+            and stats["peak_memory_above_start_bytes"]
+            and before["peak_memory_above_start_bytes"]
+        ):
+            key = "peak_memory_above_start_bytes"  # on a CPU: what the training added to the process
+        if stats and before and stats[key] and before[key]:
+            entry["memory_change"] = stats[key] / before[key]
         if arm.losses is not None:
             entry["losses"] = {
                 "verdict": arm.losses.verdict,
@@ -233,7 +242,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
     torchrun = f"; torchrun with {options.torchrun} processes (rank 0 reported)" if options.torchrun else ""
     out.write(f"{options.steps} timed steps after {options.warmup} warm-up steps, {runs}{torchrun}\n\n")
     memory = (
-        "peak RSS"
+        "peak RSS (+script)"
         if all((v["stats"] or {}).get("memory_kind") != "cuda_peak_allocated" for v in data["variants"])
         else "peak memory"
     )
@@ -263,7 +272,12 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
                 f"{stats['samples_per_second']:.0f}" if stats.get("samples_per_second") else "-",
                 f"{speed['speedup']:.2f}x" if speed.get("speedup") else "-",
                 f"{interval[0]:.2f}-{interval[1]:.2f}x" if interval else "-",
-                _bytes(stats.get("peak_memory_bytes")),
+                _bytes(stats.get("peak_memory_bytes"))
+                + (
+                    f" (+{stats['peak_memory_above_start_bytes'] / 2**20:.0f})"
+                    if stats.get("peak_memory_above_start_bytes")
+                    else ""
+                ),
                 _percent(stats.get("data_wait_share")),
                 (variant["losses"] or {}).get("verdict", "-"),
                 variant["verdict"],

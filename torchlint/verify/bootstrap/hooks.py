@@ -85,6 +85,7 @@ class Recorder:
         progress = spec.get("progress_path")
         if progress and self.rank == 0:
             self.progress_fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.rss_start = _current_rss()  # torch imported, the script not started yet
         self.threads_asked = spec.get("threads")
         if self.threads_asked:
             torch.set_num_threads(int(self.threads_asked))
@@ -255,6 +256,7 @@ class Recorder:
             )
         memory: dict[str, Any] = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
         memory["total_bytes"] = _mem_total()
+        memory["rss_at_start_bytes"] = self.rss_start
         if self.uses_cuda:
             try:
                 memory["cuda_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
@@ -326,6 +328,14 @@ def _tensor_core_kernel(name: str) -> bool:
     return any(
         word in lowered for word in ("h884", "h1688", "s1688", "hmma", "xmma", "tensorop", "wgmma", "16816")
     )
+
+
+def _current_rss() -> int | None:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _mem_total() -> int | None:
