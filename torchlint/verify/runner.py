@@ -66,10 +66,11 @@ class RunResult:
     stray_killed: int = 0
     leftover: list[int] = field(default_factory=list)  # pids still alive after the run (should be empty)
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    progress_steps: int = 0  # the last step count the run reported while it went
 
     @property
     def steps(self) -> int:
-        return len(self.raw["steps"]) if self.raw else 0
+        return len(self.raw["steps"]) if self.raw else self.progress_steps
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -226,6 +227,7 @@ def run_once(
     else:
         status = "timeout" if timed_out else str(raw.get("status", "finished"))
     exists = trace is not None and trace.is_file()
+    progressed = _read_progress(progress_path, config)[0]
     return RunResult(
         label,
         index,
@@ -238,6 +240,7 @@ def run_once(
         stray,
         leftover,
         load,
+        progressed,
     )
 
 
