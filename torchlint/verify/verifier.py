@@ -183,6 +183,8 @@ def verify(
                 arm.runs.append(result)
                 if on_end:
                     on_end(result)
+                if result.leftover:
+                    report.warnings.append(f"run {label!r}: processes {result.leftover} survived SIGKILL")
                 failure = _failure(result, options)
                 if failure:
                     arm.failure = failure
@@ -199,8 +201,6 @@ def verify(
                         f"run {label!r}: the script ended after {result.steps} of {asked} steps "
                         f"({options.warmup} warm-up): measured what it did"
                     )
-                if result.leftover:
-                    report.warnings.append(f"run {label!r}: processes {result.leftover} survived SIGKILL")
     finally:
         report.load_after = os.getloadavg()
     busiest = max(report.load_before[0], report.load_after[0])
