@@ -322,6 +322,8 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         "worse": "worse: a fix made training slower, changed the losses or broke the script (see above)",
         "failed": "failed: nothing could be verified (see the errors above)",
     }[data["verdict"]]
+    if data["verdict"] == "failed" and data["errors"]:
+        verdict = f"failed: {data['errors'][0].splitlines()[0].rstrip(':')} (details above)"
     out.write(f"\n{verdict}\n")
 
 
