@@ -24,9 +24,12 @@ from torchlint.outcome import Outcome, RunOptions
 from torchlint.workspace.fs import FileSystem
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torchlint.cache.results import ResultCache
     from torchlint.linter import Linter
-    from torchlint.verify.verifier import VerifyOptions, VerifyReport
+    from torchlint.verify.runner import RunResult
+    from torchlint.verify.verifier import ProgressFactory, VerifyOptions, VerifyReport
     from torchlint.workspace.discovery import Target
     from torchlint.workspace.source import SourceFile
 
@@ -70,7 +73,11 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
     return outcome
 
 
-def verify(options: VerifyOptions, on_start=None, on_end=None) -> VerifyReport:  # noqa: ANN001
+def verify(
+    options: VerifyOptions,
+    on_start: ProgressFactory | None = None,
+    on_end: Callable[[RunResult], None] | None = None,
+) -> VerifyReport:
     """`torchlint verify`: run the script before and after its fixes (torchlint.verify.verifier); this
     process never imports torch. `on_start(label, index, count)` may return a per-run progress callback;
     `on_end(run)` sees each finished run."""
