@@ -398,14 +398,14 @@ def verify(
     except UsageError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+    if json_file is not None:  # first: the table may go to a pipe that closes early
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
     for message in report.errors:
         click.echo(f"error: {message}", err=True)
     write_table(report, sys.stdout)
     if report.workdir is not None:
         click.echo(f"logs and raw results: {report.workdir}", err=True)
-    if json_file is not None:
-        json_file.parent.mkdir(parents=True, exist_ok=True)
-        json_file.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
     sys.exit(report.exit_code)
 
 
