@@ -47,6 +47,16 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "cache/results.py": {"ResultCache.load": "reads a result entry from the cache folder"},
     "cli.py": {"_report_stream": "writes the report to --output-file, after the run (never read by it)"},
+    # `torchlint verify`: the runs of the user's script (spec, logs, results, traces, /proc), never a check.
+    "verify/runner.py": {"*": "the verifier's runs: their spec, log, progress and result files, and /proc"},
+    "verify/bootstrap/entry.py": {
+        "*": "inside the measured run: the script itself, the run's spec and result"
+    },
+    "verify/bootstrap/hooks.py": {"*": "inside the measured run: progress and result files, /proc/meminfo"},
+    "verify/bootstrap/serve.py": {
+        "*": "inside the measured run: the script's unpatched files, as Python reads them"
+    },
+    "verify/bootstrap/site/sitecustomize.py": {"*": "inside every process of a measured run: the run's spec"},
 }
 
 # Functions that ask the OS about a path (by their dotted name, after resolving imports).

@@ -25,12 +25,16 @@ from torchlint.positions import Position
 from torchlint.workspace.fs import FileSystem
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torchlint.cache.results import ResultCache
     from torchlint.linter import Linter
+    from torchlint.verify.runner import RunResult
+    from torchlint.verify.verifier import ProgressFactory, VerifyOptions, VerifyReport
     from torchlint.workspace.discovery import Target
     from torchlint.workspace.source import SourceFile
 
-__all__ = ["Outcome", "RunOptions", "available_cpus", "replay", "run"]
+__all__ = ["Outcome", "RunOptions", "available_cpus", "replay", "run", "verify"]
 
 # Below this many files a single process wins: each worker pays LibCST's import (about half a second).
 PARALLEL_FROM = 16
@@ -68,6 +72,19 @@ def run(options: RunOptions, linter: Linter | None = None) -> Outcome:
         fs.absorb(outcome.observed)  # what worker processes read
         replays.record(options, outcome, fs.record)
     return outcome
+
+
+def verify(
+    options: VerifyOptions,
+    on_start: ProgressFactory | None = None,
+    on_end: Callable[[RunResult], None] | None = None,
+) -> VerifyReport:
+    """`torchlint verify`: run the script before and after its fixes (torchlint.verify.verifier); this
+    process never imports torch. `on_start(label, index, count)` may return a per-run progress callback;
+    `on_end(run)` sees each finished run."""
+    from torchlint.verify.verifier import verify as run_verify
+
+    return run_verify(options, on_start, on_end)
 
 
 def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:

@@ -302,6 +302,113 @@ def lsp() -> None:
 main.add_command(lsp, "server")  # ruff's name for the same command
 
 
+# -- torchlint verify: measure what the fixes change (torchlint/verify; the parent never imports torch) --
+
+
+@main.command("verify")
+@click.argument("script", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed optimizer steps."
+)
+@click.option(
+    "--warmup", type=click.IntRange(min=0), default=5, show_default=True, help="Untimed steps before them."
+)
+@click.option("--device", type=click.Choice(("auto", "cuda", "cpu")), default="auto", show_default=True)
+@click.option(
+    "--select", multiple=True, callback=_split_codes, help="Only the fixes of these codes or prefixes."
+)
+@click.option(
+    "--ignore", multiple=True, callback=_split_codes, help="Not the fixes of these codes or prefixes."
+)
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour or numerics.")
+@click.option("--each", is_flag=True, help="One patched run per fix, plus one with all of them.")
+@click.option(
+    "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per variant (A B A B)."
+)
+@click.option(
+    "--threads", type=click.IntRange(min=1), help="Intra-op threads in every run [default: CPUs/2]."
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="Seconds per run."
+)
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report."
+)
+@click.option(
+    "--trace-dir", type=click.Path(file_okay=False, path_type=Path), help="Chrome traces, one per run."
+)
+@click.option(
+    "--torchrun", type=click.IntRange(min=1), help="Run under torch.distributed.run with N processes."
+)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="Use this file's settings.")
+@click.option("--keep-logs", is_flag=True, help="Keep the runs' logs and results (printed at the end).")
+def verify(
+    script: Path,
+    script_args: tuple[str, ...],
+    steps: int,
+    warmup: int,
+    device: str,
+    select: list[str],
+    ignore: list[str],
+    unsafe_fixes: bool,
+    each: bool,
+    repeat: int,
+    threads: int | None,
+    timeout: float,
+    json_file: Path | None,
+    trace_dir: Path | None,
+    torchrun: int | None,
+    config_file: Path | None,
+    keep_logs: bool,
+) -> None:
+    """Run SCRIPT before and after its fixes and report what changed: `torchlint verify train.py -- ARGS`.
+
+    Exit status: 0 verified (no fix made training slower or changed its losses), 1 a fix made training
+    slower beyond noise, changed the losses or broke the script, 2 usage errors and an original run that
+    crashed, exited with an error, never stepped an optimizer or timed out.
+    """
+    import json
+
+    from torchlint.api import verify as run_verify
+    from torchlint.verify.report import ProgressDisplay, to_json, write_table
+    from torchlint.verify.verifier import UsageError, VerifyOptions
+
+    options = VerifyOptions(
+        script=script,
+        args=list(script_args),
+        steps=steps,
+        warmup=warmup,
+        device=device,
+        select=tuple(select),
+        ignore=tuple(ignore),
+        unsafe_fixes=unsafe_fixes,
+        each=each,
+        timeout=timeout,
+        trace_dir=trace_dir,
+        torchrun=torchrun,
+        repeat=repeat,
+        threads=threads,
+        config_file=config_file,
+        keep_logs=keep_logs,
+    )
+    display = ProgressDisplay()
+    try:
+        report = run_verify(options, display.start, display.end)
+    except UsageError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    if json_file is not None:  # first: the table may go to a pipe that closes early
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    for message in report.errors:
+        click.echo(f"error: {message}", err=True)
+    write_table(report, sys.stdout)
+    if report.workdir is not None:
+        click.echo(f"logs and raw results: {report.workdir}", err=True)
+    sys.exit(report.exit_code)
+
+
 @main.group()
 def debug() -> None:
     """Inspect what torchlint understands of a file."""

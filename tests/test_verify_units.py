@@ -1,0 +1,323 @@
+"""`torchlint verify`'s parts that need no training run: statistics and verdicts, the variants computed in
+memory, patched sources served to imports and `runpy`, the sitecustomize chain, process-group bookkeeping,
+usage errors, and a parent process that never imports torch."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from support import FIXTURES, REPO
+
+from torchlint.verify import compare, patches
+from torchlint.verify.runner import SITE, process_group_members
+
+
+def _stats(times, losses=None, first_epoch=None, device="cpu"):
+    losses = losses if losses is not None else [1.0] * len(times)
+    return compare.RunStats(
+        list(times),
+        len(times),
+        0.1,
+        0.0,
+        0.5,
+        1000,
+        "peak_rss",
+        losses,
+        first_epoch or len(losses),
+        0,
+        device,
+    )
+
+
+def test_a_clearly_faster_variant_is_faster_with_an_interval_above_one():
+    before = _stats([0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.103])
+    after = _stats([0.050, 0.051, 0.049, 0.050, 0.052, 0.048, 0.050])
+    speed = compare.compare_speed([before], [after])
+    assert speed.verdict == "faster"
+    assert speed.speedup == pytest.approx(2.0, rel=0.02)
+    assert speed.interval is not None and speed.interval[0] > 1.8
+
+
+def test_a_clearly_slower_variant_is_slower():
+    before = _stats([0.05, 0.051, 0.049, 0.05, 0.05])
+    after = _stats([0.1, 0.101, 0.099, 0.1, 0.1])
+    assert compare.compare_speed([before], [after]).verdict == "slower"
+
+
+def test_overlapping_noise_is_no_change():
+    before = _stats([0.10, 0.12, 0.09, 0.11, 0.10, 0.13])
+    after = _stats([0.11, 0.09, 0.12, 0.10, 0.10, 0.12])
+    assert compare.compare_speed([before], [after]).verdict == "no change"
+
+
+def test_repeats_give_the_range_of_the_paired_ratios():
+    before = [_stats([0.1] * 5), _stats([0.2] * 5)]
+    after = [_stats([0.05] * 5), _stats([0.1] * 5)]
+    speed = compare.compare_speed(before, after)
+    assert speed.repeats_range == (2.0, 2.0)
+
+
+def test_safe_fixes_need_identical_losses_at_every_step():
+    before = _stats([0.1] * 3, losses=[1.0, 0.9, 0.8])
+    same = compare.compare_losses(before, _stats([0.1] * 3, losses=[1.0, 0.9, 0.8]), unsafe=False)
+    assert same.verdict == "agree" and same.max_abs_diff == 0.0 and "tight" in same.tolerance
+    off = compare.compare_losses(before, _stats([0.1] * 3, losses=[1.0, 0.9, 0.81]), unsafe=False)
+    assert off.verdict == "differ" and "step 2" in off.detail
+
+
+def test_unsafe_fixes_compare_the_mean_loss_of_the_first_epoch_loosely():
+    before = _stats([0.1] * 4, losses=[1.0, 0.9, 0.1, 0.1], first_epoch=2)
+    after = _stats([0.1] * 4, losses=[1.02, 0.93, 5.0, 5.0], first_epoch=2)
+    result = compare.compare_losses(before, after, unsafe=True)
+    assert result.verdict == "agree" and result.steps_compared == 2 and "loose" in result.tolerance
+    worse = _stats([0.1] * 4, losses=[2.0, 1.9, 0.1, 0.1], first_epoch=2)
+    assert compare.compare_losses(before, worse, unsafe=True).verdict == "differ"
+
+
+def test_a_loss_that_turns_nan_differs_even_loosely():
+    before = _stats([0.1] * 2, losses=[1.0, 0.9])
+    after = _stats([0.1] * 2, losses=[1.0, float("nan")])
+    assert compare.compare_losses(before, after, unsafe=True).verdict == "differ"
+
+
+def test_run_stats_leave_out_warmup_and_profiled_steps():
+    steps = [
+        {
+            "end": i,
+            "time": t,
+            "data_wait": t / 2,
+            "losses": 1,
+            "loss": 1.0,
+            "epoch_marker": 1 + (i >= 6),
+            "skipped": False,
+            "profiled": i >= 8,
+        }
+        for i, t in enumerate([9.0, 9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0, 5.0])
+    ]
+    stats = compare.run_stats({"steps": steps, "memory": {"peak_rss_bytes": 7}}, warmup=2)
+    assert stats.step_times == [1.0] * 6 and stats.excluded_profiled == 2
+    assert stats.first_epoch == 6 and stats.data_wait_share == pytest.approx(0.5)
+    assert stats.peak_memory == 7 and stats.warmup_seconds == 18.0
+
+
+def test_a_high_data_wait_points_at_the_loader_and_its_static_findings():
+    raw = {
+        "loaders": [{"filename": "/p/train.py", "line": 12, "num_workers": 0, "persistent_workers": False}],
+        "loader_wait": {"0": 3.0},
+        "memory": {},
+    }
+    stats = _stats([0.1] * 3)
+    stats.data_wait_share = 0.4
+    found = compare.runtime_findings(raw, stats, lambda f, line: ["TL201", "TL101"] if line == 12 else [])
+    assert [f.kind for f in found] == ["data-wait"]
+    assert found[0].codes == ["TL201", "TL203"] and found[0].static == ["TL201"]
+    assert found[0].location == {"filename": "/p/train.py", "row": 12}
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.py"))}
+
+
+def test_each_gives_one_variant_per_fix_and_all_together_without_touching_the_files():
+    folder = FIXTURES / "loader_bound"
+    before = _digest(folder)
+    planned = patches.plan(folder / "train.py", select=("TL2",), unsafe_fixes=True, each=True)
+    assert _digest(folder) == before
+    names = [v.name for v in planned.variants]
+    assert names[0] == "original" and names[-1] == "all"
+    assert [v.fixes[0].code for v in planned.variants[1:-1]] == ["TL201", "TL202"]
+    script = str((folder / "train.py").resolve())
+    for variant in planned.variants[1:]:
+        assert set(variant.patched) == {script}
+        assert variant.patched[script] != (folder / "train.py").read_text(encoding="utf-8")
+    assert planned.variants[-1].unsafe and not planned.variants[2].unsafe
+    assert "num_workers" in planned.variants[-1].patched[script]
+    # TL203's persistent_workers applies only once TL201 added workers: "all" lists it from the later pass.
+    assert [f.code for f in planned.variants[-1].fixes] == ["TL201", "TL202", "TL203"]
+
+
+def test_without_unsafe_fixes_only_the_safe_ones_are_planned():
+    planned = patches.plan(FIXTURES / "loader_bound" / "train.py", select=("TL2",))
+    assert [v.name for v in planned.variants] == ["original", "all"]
+    assert [f.code for f in planned.variants[1].fixes] == ["TL202"]
+
+
+def test_a_selection_with_nothing_to_fix_plans_the_original_only():
+    planned = patches.plan(FIXTURES / "loader_bound" / "train.py", select=("TL5",))
+    assert [v.name for v in planned.variants] == ["original"]
+
+
+def test_an_unknown_code_is_a_patch_error():
+    with pytest.raises(patches.PatchError, match="TL999"):
+        patches.plan(FIXTURES / "loader_bound" / "train.py", select=("TL999",))
+
+
+def _python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_patched_sources_are_served_to_imports_and_run_path(tmp_path):
+    (tmp_path / "helper.py").write_text("VALUE = 'disk'\n", encoding="utf-8")
+    (tmp_path / "main.py").write_text("MARK = 'disk'\n", encoding="utf-8")
+    code = f"""
+        import runpy, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from torchlint.verify.bootstrap import serve
+        serve.install({{{str(tmp_path / "helper.py")!r}: "VALUE = 'memory'\\n",
+                        {str(tmp_path / "main.py")!r}: "MARK = 'memory'\\n"}})
+        import helper
+        print(helper.VALUE, helper.__file__.endswith('helper.py'))
+        print(runpy.run_path({str(tmp_path / "main.py")!r}, run_name='__mp_main__')['MARK'])
+    """
+    done = _python(code, REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["memory", "True", "memory"]
+    assert (tmp_path / "helper.py").read_text(encoding="utf-8") == "VALUE = 'disk'\n"
+
+
+def test_the_sitecustomize_hands_over_to_the_environments_own(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n", encoding="utf-8")
+    path = os.pathsep.join([str(SITE), str(tmp_path)])
+    done = _python(
+        "import os, sys; print(os.environ.get('CHAINED'), any('bootstrap' in p for p in sys.path))",
+        tmp_path,
+        {"PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["yes", "False"]
+
+
+def test_process_group_members_are_read_from_proc():
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert process_group_members(sleeper.pid) == [sleeper.pid]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    deadline = time.monotonic() + 5
+    while process_group_members(sleeper.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_group_members(sleeper.pid) == []
+
+
+def test_the_parent_process_never_imports_torch():
+    done = _python(
+        """
+        import sys
+        import torchlint.cli, torchlint.api
+        from torchlint.verify import compare, patches, report, runner, verifier
+        patches.plan(__import__('pathlib').Path('fixtures/loader_bound/train.py'), select=('TL2',), each=True)
+        print('torch' in sys.modules)
+        """,
+        REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torchlint", "verify", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_missing_script_is_a_usage_error():
+    done = _cli("nosuch.py")
+    assert done.returncode == 2
+    assert "nosuch.py: no such file" in done.stderr
+
+
+def test_an_unknown_rule_code_is_a_usage_error_before_anything_runs():
+    done = _cli("fixtures/verify_tiny/train.py", "--select", "TL999")
+    assert done.returncode == 2
+    assert "TL999" in done.stderr and "[1/" not in done.stderr
+
+
+def test_script_arguments_without_a_double_dash_are_refused():
+    done = _cli("fixtures/verify_tiny/train.py", "--epochs", "1")
+    assert done.returncode == 2 and "--epochs" in done.stderr
+
+
+def test_the_modules_the_script_imports_are_patched_and_other_files_are_not(tmp_path):
+    (tmp_path / "train.py").write_text("from pkg import engine\nimport helper\n", encoding="utf-8")
+    (tmp_path / "helper.py").write_text("from .nothing import x\n", encoding="utf-8")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "engine.py").write_text("from . import losses\nimport torch\n", encoding="utf-8")
+    (tmp_path / "pkg" / "losses.py").write_text("", encoding="utf-8")
+    (tmp_path / "other.py").write_text("import torch\n", encoding="utf-8")
+    found = {
+        p.relative_to(tmp_path.resolve()).as_posix()
+        for p in patches.project_files(tmp_path.resolve() / "train.py")
+    }
+    assert found == {"train.py", "helper.py", "pkg/__init__.py", "pkg/engine.py", "pkg/losses.py"}
+
+
+def test_a_fix_in_an_imported_module_is_patched_there():
+    folder = FIXTURES / "two_module"
+    planned = patches.plan(folder / "train.py", select=("TL303", "TL304"))
+    patched = {Path(p).name for p in planned.variants[-1].patched}
+    assert patched == {"engine.py", "train.py"}
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_shows_the_run_its_step_and_the_time_on_a_terminal(monkeypatch):
+    from torchlint.verify.report import ProgressDisplay
+    from torchlint.verify.runner import RunResult
+
+    monkeypatch.setenv("TERM", "xterm")
+    stream = _Terminal()
+    display = ProgressDisplay(stream)
+    update = display.start("TL201 train.py:12", 1, 4)
+    assert update is not None
+    update(7, 25, 3.25)
+    display.end(RunResult("TL201 train.py:12", 1, "stopped", {"steps": [{}] * 25}, 0, 9.5, Path("log")))
+    text = stream.getvalue()
+    assert "[2/4] TL201 train.py:12: step 7/25, 3.2 s" in text
+    assert text.endswith("TL201 train.py:12: stopped, 25 steps in 9.5 s\n")
+
+
+def test_without_a_terminal_each_run_gets_a_plain_line():
+    from torchlint.verify.report import ProgressDisplay
+
+    stream = io.StringIO()
+    assert ProgressDisplay(stream).start("original", 0, 2) is None
+    assert stream.getvalue() == "[1/2] original: running\n"
+
+
+def test_a_slowdown_in_one_run_each_is_inconclusive_only_on_a_machine_already_busy():
+    from torchlint.verify.verifier import ArmResult, VerifyOptions, VerifyReport, _decide
+
+    def decide(load: float) -> tuple[str, int]:
+        original = ArmResult(patches.Variant("original", "original"), stats=[_stats([0.05] * 6)])
+        fixed = ArmResult(patches.Variant("all", "all"), stats=[_stats([0.1] * 6)])
+        report = VerifyReport(VerifyOptions(Path("x.py")), 1, 2, [original, fixed], [], [])
+        report.load_before = (load, load, load)
+        _decide(report)
+        return fixed.verdict, report.exit_code
+
+    assert decide(5.0) == ("inconclusive", 0)
+    assert decide(0.5) == ("slower", 1)

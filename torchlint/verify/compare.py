@@ -1,0 +1,306 @@
+"""Statistics and verdicts over the runs' raw measurements (pure Python: no torch, no NumPy).
+
+- A run's timed steps are those after the W warm-up steps, minus the profiled ones when at least three
+  others remain (the profiler's overhead is not the script's).
+- An arm (the original, or one variant) pools the timed steps of its repeats; its figure is the median,
+  its spread the inter-quartile range.
+- The speed-up is median(original) / median(variant), with a 95% bootstrap interval over the pooled steps,
+  and, with repeats, the min/max of the ratios of the paired (interleaved) repeats.
+- Verdict on speed: `faster` when the speed-up is at least 1 + noise and the interval (and, with repeats,
+  the paired range) lies above 1, `slower` when it is at most 1 / (1 + max(noise, 10%)) and they lie below
+  1, else `no change`; the noise is NOISE (5%) or half the arms' relative inter-quartile range, whichever
+  is larger (tiny steps jitter more).
+- Losses: with only safe fixes the per-step losses of every common step must agree tightly (safe fixes do
+  not change what is computed, and both runs are seeded alike); with an unsafe fix (workers, autocast,
+  compile) the mean loss over the common steps of the first epoch must agree within LOOSE_RTOL, since data
+  order, augmentation RNG streams or precision may legitimately change.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+NOISE = 0.05
+SLOWER_NOISE = 0.10  # "slower" exits 1 (a CI failure): it needs a larger change than "faster" does
+TIGHT = {"rtol": 1e-4, "atol": 1e-6}
+LOOSE_RTOL = 0.10
+BOOTSTRAP_SAMPLES = 1000
+DATA_SHARE_LIMIT = 0.05
+MEMORY_LIMIT = 0.90
+COMM_LIMIT = 0.10
+UTILISATION_LIMIT = 0.50
+
+
+@dataclass
+class RunStats:
+    step_times: list[float]  # the timed steps (seconds)
+    steps_done: int
+    first_step: float | None  # seconds from the script's start to the end of its first step
+    warmup_seconds: float  # the warm-up steps (compile, worker start, caches)
+    data_wait_share: float | None
+    peak_memory: int | None
+    memory_kind: str  # "cuda_peak_allocated" | "peak_rss"
+    losses: list[float | None]
+    first_epoch: int  # steps in the first epoch (same DataLoader epoch as the first step)
+    excluded_profiled: int
+    device: str
+    peak_above_start: int | None = None  # peak RSS minus the RSS when the script started (CPU runs)
+
+
+def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
+    steps = raw.get("steps", [])
+    timed = steps[warmup:] if len(steps) > warmup else steps[1:]
+    unprofiled = [s for s in timed if not s.get("profiled")]
+    excluded = 0
+    if len(unprofiled) >= 3 and len(unprofiled) < len(timed):
+        excluded = len(timed) - len(unprofiled)
+        timed = unprofiled
+    total = sum(s["time"] for s in timed)
+    share = sum(s["data_wait"] for s in timed) / total if timed and total > 0 else None
+    memory = raw.get("memory", {})
+    above = None
+    if "cuda_peak_allocated_bytes" in memory:
+        peak, kind = memory["cuda_peak_allocated_bytes"], "cuda_peak_allocated"
+    else:
+        peak, kind = memory.get("peak_rss_bytes"), "peak_rss"
+        if peak and memory.get("rss_at_start_bytes"):
+            above = max(0, peak - memory["rss_at_start_bytes"])
+    first_marker = steps[0]["epoch_marker"] if steps else 0
+    first_epoch = sum(1 for s in steps if s["epoch_marker"] == first_marker)
+    return RunStats(
+        [s["time"] for s in timed],
+        len(steps),
+        steps[0]["end"] if steps else None,
+        sum(s["time"] for s in steps[:warmup]),
+        share,
+        peak,
+        kind,
+        [s.get("loss") for s in steps],
+        first_epoch,
+        excluded,
+        raw.get("device", {}).get("type", "cpu"),
+        above,
+    )
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def quartiles(values: list[float]) -> tuple[float, float] | None:
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+@dataclass
+class Speed:
+    speedup: float | None
+    interval: tuple[float, float] | None  # 95% bootstrap interval of the speed-up
+    repeats_range: tuple[float, float] | None  # min/max over the paired repeats
+    verdict: str  # faster | slower | no change | unknown
+    noise: float = NOISE  # the relative change below which a difference is noise
+
+
+def _bootstrap(before: list[float], after: list[float], rng: random.Random) -> tuple[float, float] | None:
+    if len(before) < 3 or len(after) < 3:
+        return None
+    ratios = []
+    for _ in range(BOOTSTRAP_SAMPLES):
+        a = statistics.median(rng.choices(before, k=len(before)))
+        b = statistics.median(rng.choices(after, k=len(after)))
+        if b > 0:
+            ratios.append(a / b)
+    if not ratios:
+        return None
+    ratios.sort()
+    return ratios[int(0.025 * len(ratios))], ratios[min(len(ratios) - 1, int(0.975 * len(ratios)))]
+
+
+def compare_speed(before: list[RunStats], after: list[RunStats]) -> Speed:
+    pooled_before = [t for s in before for t in s.step_times]
+    pooled_after = [t for s in after for t in s.step_times]
+    a, b = median(pooled_before), median(pooled_after)
+    if not a or not b:
+        return Speed(None, None, None, "unknown")
+    speedup = a / b
+    interval = _bootstrap(pooled_before, pooled_after, random.Random(0))
+    paired = [
+        (median(x.step_times) or 0) / (median(y.step_times) or math.inf)
+        for x, y in zip(before, after, strict=False)
+        if x.step_times and y.step_times
+    ]
+    repeats = (min(paired), max(paired)) if len(paired) >= 2 else None
+    # Both the interval over the steps and, with repeats, the range over the paired repeats (which sees a
+    # drift of the machine's load between runs) must exclude 1.
+    ranges = [r for r in (interval, repeats) if r is not None] or [(speedup, speedup)]
+    above = all(low > 1 for low, _ in ranges)
+    below = all(high < 1 for _, high in ranges)
+    noise = max(NOISE, _relative_spread(pooled_before) / 2, _relative_spread(pooled_after) / 2)
+    if speedup >= 1 + noise and above:
+        verdict = "faster"
+    elif speedup <= 1 / (1 + max(noise, SLOWER_NOISE)) and below:
+        verdict = "slower"
+    else:
+        verdict = "no change"
+    return Speed(speedup, interval, repeats, verdict, noise)
+
+
+def _relative_spread(values: list[float]) -> float:
+    """The inter-quartile range over the median: how much the steps of one arm jitter."""
+    q = quartiles(values)
+    middle = median(values)
+    return (q[1] - q[0]) / middle if q and middle else 0.0
+
+
+@dataclass
+class Losses:
+    verdict: str  # agree | differ | not compared
+    tolerance: str
+    steps_compared: int
+    max_abs_diff: float | None = None
+    mean_before: float | None = None
+    mean_after: float | None = None
+    detail: str = ""
+
+
+def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
+    if unsafe:
+        tolerance = (
+            f"loose: mean loss over the first epoch within rtol {LOOSE_RTOL:g} (an unsafe fix was applied)"
+        )
+        count = min(before.first_epoch, after.first_epoch, len(before.losses), len(after.losses))
+    else:
+        tolerance = (
+            f"tight: every step within rtol {TIGHT['rtol']:g}, atol {TIGHT['atol']:g} (safe fixes only)"
+        )
+        count = min(len(before.losses), len(after.losses))
+    pairs = [
+        (x, y)
+        for x, y in zip(before.losses[:count], after.losses[:count], strict=True)
+        if x is not None and y is not None
+    ]
+    if not pairs:
+        return Losses("not compared", tolerance, 0, detail="no loss passed to backward was recorded")
+    finite = all(math.isfinite(x) == math.isfinite(y) for x, y in pairs)
+    diffs = [abs(x - y) for x, y in pairs if math.isfinite(x) and math.isfinite(y)]
+    mean_a = statistics.fmean(x for x, _ in pairs)
+    mean_b = statistics.fmean(y for _, y in pairs)
+    result = Losses("agree", tolerance, len(pairs), max(diffs) if diffs else None, mean_a, mean_b)
+    if not finite:
+        result.verdict, result.detail = "differ", "a loss is not finite in one run only"
+    elif unsafe:
+        if not math.isclose(mean_a, mean_b, rel_tol=LOOSE_RTOL, abs_tol=TIGHT["atol"]):
+            result.verdict = "differ"
+            result.detail = f"mean loss {mean_a:.6g} -> {mean_b:.6g}"
+    else:
+        bad = [
+            i
+            for i, (x, y) in enumerate(pairs)
+            if not math.isclose(x, y, rel_tol=TIGHT["rtol"], abs_tol=TIGHT["atol"])
+        ]
+        if bad:
+            x, y = pairs[bad[0]]
+            result.verdict = "differ"
+            result.detail = (
+                f"{len(bad)} of {len(pairs)} steps differ; first at step {bad[0]}: {x:.6g} vs {y:.6g}"
+            )
+    return result
+
+
+@dataclass
+class RuntimeFinding:
+    kind: str  # data-wait | memory | communication | utilisation | tensor-cores
+    message: str
+    codes: list[str]
+    location: dict[str, Any] | None = None
+    value: float | None = None
+    static: list[str] = field(default_factory=list)  # static findings at that location
+
+
+def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> list[RuntimeFinding]:
+    """The checks the retired TensorBoard profiler plugin made, on what the run measured.
+
+    `static_at(filename, line)` gives the codes of the static findings at a location."""
+    found: list[RuntimeFinding] = []
+    share = stats.data_wait_share
+    if share is not None and share > DATA_SHARE_LIMIT:
+        loaders = raw.get("loaders", [])
+        waits = {int(k): v for k, v in raw.get("loader_wait", {}).items()}
+        worst = max(waits, key=waits.get) if waits else None  # type: ignore[arg-type]
+        loader = loaders[worst] if worst is not None and worst < len(loaders) else None
+        where = ""
+        location = None
+        static: list[str] = []
+        codes = ["TL201", "TL203"]
+        if stats.device == "cuda":
+            codes.append("TL202")
+        if loader and loader.get("filename"):
+            location = {"filename": loader["filename"], "row": loader["line"]}
+            options = f"num_workers={loader.get('num_workers')}"
+            if stats.device == "cuda":
+                options += f", pin_memory={loader.get('pin_memory')}"
+            options += f", persistent_workers={loader.get('persistent_workers')}"
+            where = f" from the DataLoader at {{location}} ({options})"
+            static = [c for c in static_at(loader["filename"], loader["line"]) if c.startswith("TL2")]
+        found.append(
+            RuntimeFinding(
+                "data-wait",
+                f"{share:.0%} of step time waits for data{where}",
+                codes,
+                location,
+                share,
+                static,
+            )
+        )
+    memory = raw.get("memory", {})
+    if "cuda_peak_reserved_bytes" in memory and memory.get("cuda_total_bytes"):
+        used = memory["cuda_peak_reserved_bytes"] / memory["cuda_total_bytes"]
+        what = "of the GPU's memory"
+    elif memory.get("peak_rss_bytes") and memory.get("total_bytes"):
+        used = memory["peak_rss_bytes"] / memory["total_bytes"]
+        what = "of the machine's memory (peak RSS)"
+    else:
+        used = None
+    if used is not None and used > MEMORY_LIMIT:
+        found.append(
+            RuntimeFinding("memory", f"peak memory is {used:.0%} {what}", ["TL4", "TL301"], value=used)
+        )
+    profile = raw.get("profile") or {}
+    wall_ms = 1000 * float(profile.get("wall_seconds") or 0)
+    if wall_ms > 0:
+        comm = float(profile.get("comm_ms") or 0) / wall_ms
+        if comm > COMM_LIMIT:
+            found.append(
+                RuntimeFinding(
+                    "communication", f"{comm:.0%} of profiled time is communication", ["TL6"], value=comm
+                )
+            )
+        if stats.device == "cuda":
+            busy = float(profile.get("device_busy_ms") or 0) / wall_ms
+            if busy < UTILISATION_LIMIT:
+                found.append(
+                    RuntimeFinding(
+                        "utilisation",
+                        f"the GPU is busy {busy:.0%} of profiled time",
+                        ["TL2", "TL5"],
+                        value=busy,
+                    )
+                )
+            capability = raw.get("device", {}).get("capability") or [0, 0]
+            if (
+                capability[0] >= 7
+                and profile.get("device_kernels")
+                and not profile.get("tensor_core_kernels")
+            ):
+                found.append(
+                    RuntimeFinding(
+                        "tensor-cores", "no kernel used tensor cores on a GPU that has them", ["TL301", "TL5"]
+                    )
+                )
+    return found

@@ -1,0 +1,247 @@
+"""The patched versions of a script's project, computed in memory with torchlint's own fixer.
+
+The files considered are the script and the modules of its folder that it imports, directly or through
+each other (`project_files`): a fix in a file the run never imports would measure nothing. Each file's
+findings come from `Linter.fix_text` (with the project's cross-file facts); a fix is applied only when the
+selection and `--unsafe-fixes` allow it (each file's settings, as for `torchlint --fix`).
+
+- `all`: every allowed fix, with the fixer's fixpoint (`Linter.fix_text`), per file;
+- `--each`: one variant per finding with an allowed fix (that fix alone, `fix.apply.apply`), plus `all`.
+
+Nothing is written: a variant is {absolute path: patched text}, served to the run by the bootstrap.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchlint.diagnostics import Diagnostic
+from torchlint.fix.apply import apply
+from torchlint.fix.model import Applicability
+from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
+from torchlint.workspace.discovery import MissingPath, SettingsResolver, Target, discover
+from torchlint.workspace.fs import FileSystem
+from torchlint.workspace.settings import CliOverrides, ConfigError
+from torchlint.workspace.source import SourceError, SourceFile
+
+
+class PatchError(Exception):
+    """The fixes could not be computed (bad configuration, unknown code, a crashing rule)."""
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    code: str
+    name: str
+    title: str
+    applicability: str  # "safe" / "unsafe"
+    path: str  # absolute
+    line: int
+    column: int
+
+    def label(self, cwd: Path) -> str:
+        return f"{self.code} {_shown(self.path, cwd)}:{self.line}"
+
+    def to_json(self, cwd: Path) -> dict:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "title": self.title,
+            "applicability": self.applicability,
+            "filename": _shown(self.path, cwd),
+            "location": {"row": self.line, "column": self.column},
+        }
+
+
+@dataclass
+class Variant:
+    """One version of the project to run: `original` (no patch), one fix, or all of them."""
+
+    name: str  # "original", "all", or the fix's label
+    kind: str  # "original" | "each" | "all"
+    fixes: list[AppliedFix] = field(default_factory=list)
+    patched: dict[str, str] = field(default_factory=dict)  # absolute path -> text
+
+    @property
+    def unsafe(self) -> bool:
+        return any(fix.applicability == "unsafe" for fix in self.fixes)
+
+
+@dataclass
+class Plan:
+    variants: list[Variant]  # original first
+    findings: list[tuple[Diagnostic, str]]  # every static finding, with its absolute path
+    warnings: list[str] = field(default_factory=list)
+
+
+def _shown(path: str, cwd: Path) -> str:
+    try:
+        return Path(path).relative_to(cwd).as_posix()
+    except ValueError:
+        return path
+
+
+def _applied(diagnostic: Diagnostic, path: str) -> AppliedFix:
+    assert diagnostic.fix is not None
+    return AppliedFix(
+        diagnostic.code,
+        diagnostic.name,
+        diagnostic.fix.title,
+        diagnostic.fix.applicability.value,
+        path,
+        diagnostic.location.line,
+        diagnostic.location.column,
+    )
+
+
+def project_files(script: Path, fs: FileSystem | None = None) -> set[Path]:
+    """The script and the modules of its folder it imports, directly or through each other.
+
+    Imports resolve as the run will: absolute ones from the script's folder (its `sys.path[0]`), relative
+    ones from the importing module's package; what resolves outside the folder (torch, installed packages)
+    is not the project's and is never patched. Asked of `fs` (the run's FileSystem)."""
+    fs = fs or FileSystem()
+    root = script.parent
+    found: set[Path] = set()
+    pending = [script]
+    while pending:
+        path = pending.pop()
+        if path in found:
+            continue
+        found.add(path)
+        try:
+            tree = ast.parse(fs.read_bytes(path), str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            names: list[tuple[Path, list[str]]] = []
+            if isinstance(node, ast.Import):
+                names = [(root, alias.name.split(".")) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = root
+                if node.level:
+                    base = path.parent
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                parts = node.module.split(".") if node.module else []
+                names = [(base, parts)] + [(base, [*parts, alias.name]) for alias in node.names]
+            for base, parts in names:
+                for candidate in _module_files(base, parts, fs):
+                    if candidate.is_relative_to(root) and candidate not in found:
+                        pending.append(candidate)
+    return found
+
+
+def _module_files(base: Path, parts: list[str], fs: FileSystem) -> list[Path]:
+    """The files importing `parts` from `base` runs: each package's `__init__.py` on the way, the module."""
+    files = []
+    folder = base
+    for index, part in enumerate(parts):
+        if not part:
+            continue
+        module = folder / f"{part}.py"
+        package = folder / part / "__init__.py"
+        if fs.is_file(package):
+            files.append(package.resolve())
+        elif fs.is_file(module) and index == len(parts) - 1:
+            files.append(module.resolve())
+            break
+        elif not fs.is_dir(folder / part):
+            break
+        folder = folder / part
+    return files
+
+
+def _applied_by_passes(
+    linter: Linter, target: Target, text: str, first: list[Diagnostic], unsafe: bool, path: str
+) -> list[AppliedFix]:
+    """The fixes the fixer's passes applied, pass by pass as `Linter.fix_text` applies them (overlapping
+    fixes wait for a later pass; some only apply once another has, such as TL203's `persistent_workers`
+    after TL201's workers), each located in the text of its pass."""
+    found: list[AppliedFix] = []
+    diagnostics = first
+    for _ in range(MAX_FIX_PASSES):
+        applied = apply(text, [d.fix for d in diagnostics if d.fix is not None])
+        if applied.text == text:
+            break
+        found.extend(_applied(diagnostics[i], path) for i in applied.applied)
+        text = applied.text
+        diagnostics = [
+            d
+            for d in linter.check_text(target.display, text, target.settings)
+            if d.fix is not None and d.fix.applicability.allowed(unsafe)
+        ]
+        if not diagnostics:
+            break
+    return found
+
+
+def plan(
+    script: Path,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    unsafe_fixes: bool = False,
+    each: bool = False,
+    config_file: Path | None = None,
+) -> Plan:
+    """The variants to run for `script`: the original, then (with `each`) one per fix, then all fixes."""
+    linter = Linter()
+    codes = list(linter.rule_classes)
+    options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
+    overrides = CliOverrides(tuple(select), (), tuple(ignore), unsafe_fixes)
+    script = script.resolve()
+    try:
+        overrides.validate(codes)
+        resolver = SettingsResolver(codes, options_by_rule, config_file, overrides, fs=linter.fs)
+        targets = discover(sorted(project_files(script, linter.fs)), resolver, force_exclude=False)
+    except (ConfigError, MissingPath) as error:
+        raise PatchError(str(error)) from error
+
+    result = Plan([Variant("original", "original")], [])
+    everything = Variant("all", "all")
+    singles: list[Variant] = []
+    for target in targets:
+        path = str(target.path.resolve())
+        try:
+            text = SourceFile.read(target.path, linter.fs).text
+        except SourceError:
+            continue
+        unsafe = unsafe_fixes or target.settings.unsafe_fixes
+        try:
+            fixed = linter.fix_text(target.display, text, target.settings, unsafe)
+        except InternalError as error:
+            result.warnings.append(f"{target.display}: not patched: {error}")
+            continue
+        result.warnings.extend(fixed.warnings)
+        result.findings.extend((diagnostic, path) for diagnostic in fixed.initial)
+        allowed = [
+            d
+            for d in fixed.initial
+            if d.fix is not None and d.fix.applicability is not Applicability.DISPLAY_ONLY
+            if d.fix.applicability.allowed(unsafe)
+        ]
+        if not allowed or fixed.text == text:
+            continue
+        everything.patched[path] = fixed.text
+        everything.fixes.extend(_applied_by_passes(linter, target, text, allowed, unsafe, path))
+        if not each:
+            continue
+        for diagnostic in allowed:
+            assert diagnostic.fix is not None
+            alone = apply(text, [diagnostic.fix]).text
+            if alone == text or not _compiles(alone, target.display):
+                result.warnings.append(
+                    f"{target.display}:{diagnostic.location.line}: {diagnostic.code}'s fix alone "
+                    "does not apply cleanly; it is measured only with the others"
+                )
+                continue
+            singles.append(Variant("", "each", [_applied(diagnostic, path)], {path: alone}))
+    for single in singles:
+        single.name = single.fixes[0].label(Path.cwd())
+    if len(singles) > 1 or (singles and not everything.patched):
+        result.variants.extend(singles)
+    if everything.patched:
+        result.variants.append(everything)
+    return result

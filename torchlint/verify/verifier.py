@@ -1,0 +1,291 @@
+"""`torchlint verify`: plan the variants, run them interleaved, compare, decide.
+
+Runs go original, variant 1, ..., all fixes, and again in the same order for each repeat (A B A B), so
+that a drift in the machine's load touches every arm alike. The original runs first: when it fails
+(crashes, exits with an error, never steps an optimizer, times out) nothing can be verified and the other
+runs are skipped, unless it crashed midway after the warm-up: then the variants run too, and the steps
+before the crash are compared (the exit status is still 2). Exit codes: 0 verified (nothing got worse, or
+nothing to fix), 1 a fix made training slower beyond noise, changed the losses, or broke the script, 2
+usage errors and a failing original run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchlint.verify import compare, patches
+from torchlint.verify.runner import RunConfig, RunResult, run_once
+from torchlint.workspace.fs import FileSystem
+
+
+@dataclass
+class VerifyOptions:
+    script: Path
+    args: list[str] = field(default_factory=list)
+    steps: int = 20
+    warmup: int = 5
+    device: str = "auto"
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    each: bool = False
+    timeout: float = 300.0
+    trace_dir: Path | None = None
+    torchrun: int | None = None
+    repeat: int = 1
+    threads: int | None = None  # None: auto (half the CPUs this process may use, at least 1)
+    seed: int = 0
+    profile_steps: int = 3
+    config_file: Path | None = None
+    keep_logs: bool = False
+
+
+# What torch says when a script that expects torchrun's environment is started on its own.
+DISTRIBUTED_WORDS = (
+    "MASTER_ADDR",
+    "environment variable RANK",
+    "environment variable WORLD_SIZE",
+    "LOCAL_RANK",
+)
+
+
+class UsageError(Exception):
+    """Bad options or configuration (exit 2 before anything runs)."""
+
+
+@dataclass
+class ArmResult:
+    variant: patches.Variant
+    runs: list[RunResult] = field(default_factory=list)
+    stats: list[compare.RunStats] = field(default_factory=list)
+    speed: compare.Speed | None = None
+    losses: compare.Losses | None = None
+    verdict: str = ""
+    failure: str | None = None
+    findings: list[compare.RuntimeFinding] = field(default_factory=list)
+
+
+@dataclass
+class VerifyReport:
+    options: VerifyOptions
+    threads: int
+    cpus: int
+    arms: list[ArmResult]
+    runs: list[RunResult]
+    findings: list[tuple[Any, str]]  # static findings (Diagnostic, absolute path)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    workdir: Path | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Other work kept the CPUs busy before the runs started (their own load is not counted)."""
+        return self.load_before[0] > self.cpus
+
+    @property
+    def exit_code(self) -> int:
+        if not self.arms or self.arms[0].failure:
+            return 2
+        if any(arm.verdict in ("slower", "changed losses") or arm.failure for arm in self.arms[1:]):
+            return 1
+        return 2 if self.errors else 0
+
+    @property
+    def verdict(self) -> str:
+        return {0: "verified", 1: "worse", 2: "failed"}[self.exit_code]
+
+    @property
+    def device(self) -> str:
+        for arm in self.arms:
+            for stats in arm.stats:
+                return stats.device
+        return "cpu" if self.options.device == "cpu" else "unknown"
+
+
+def available_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+ProgressFactory = Callable[[str, int, int], Callable[[int, int, float], None] | None]
+
+
+def verify(
+    options: VerifyOptions,
+    on_start: ProgressFactory | None = None,
+    on_end: Callable[[RunResult], None] | None = None,
+) -> VerifyReport:
+    """Plan, run and compare. `on_start(label, index, count)` may return a progress callback for the run."""
+    script = options.script
+    fs = FileSystem()
+    if not fs.is_file(script):
+        raise UsageError(f"{script}: no such file")
+    if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
+        raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
+    try:
+        planned = patches.plan(
+            script, options.select, options.ignore, options.unsafe_fixes, options.each, options.config_file
+        )
+    except patches.PatchError as error:
+        raise UsageError(str(error)) from error
+    cpus = available_cpus()
+    threads = options.threads or max(1, cpus // 2)
+    config = RunConfig(
+        script=script.resolve(),
+        args=list(options.args),
+        cwd=Path.cwd(),
+        steps=options.steps,
+        warmup=options.warmup,
+        threads=threads,
+        device=options.device,
+        timeout=options.timeout,
+        seed=options.seed,
+        profile_steps=options.profile_steps,
+        torchrun=options.torchrun,
+    )
+    arms = [ArmResult(variant) for variant in planned.variants]
+    report = VerifyReport(options, threads, cpus, arms, [], planned.findings, list(planned.warnings))
+    if len(arms) == 1:
+        report.notes.append("nothing to fix with the selected rules: only the original was measured")
+    if options.trace_dir is not None:
+        options.trace_dir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
+    report.workdir = workdir
+    report.load_before = os.getloadavg()
+    count = len(arms) * options.repeat
+    index = 0
+    try:
+        for repeat in range(options.repeat):
+            for number, arm in enumerate(arms):
+                if arm.failure or (number and arms[0].failure and not arms[0].stats):
+                    continue
+                label = arm.variant.name if options.repeat == 1 else f"{arm.variant.name} #{repeat + 1}"
+                trace = None
+                if options.trace_dir is not None:
+                    trace = (
+                        options.trace_dir / f"{number:02d}-{_slug(arm.variant.name)}-{repeat + 1}.json"
+                    ).resolve()
+                progress = on_start(label, index, count) if on_start else None
+                result = run_once(config, arm.variant.patched, workdir, label, index, trace, progress)
+                index += 1
+                report.runs.append(result)
+                arm.runs.append(result)
+                if on_end:
+                    on_end(result)
+                if result.leftover:
+                    report.warnings.append(f"run {label!r}: processes {result.leftover} survived SIGKILL")
+                failure = _failure(result, options)
+                if failure:
+                    arm.failure = failure
+                    report.errors.append(failure)
+                    if result.status == "crashed" and result.raw and result.steps > options.warmup:
+                        # Crashed midway: what it measured before the crash is still compared.
+                        arm.stats.append(compare.run_stats(result.raw, options.warmup))
+                    continue
+                assert result.raw is not None
+                arm.stats.append(compare.run_stats(result.raw, options.warmup))
+                if result.steps < options.warmup + options.steps:
+                    asked = options.warmup + options.steps
+                    report.notes.append(
+                        f"run {label!r}: the script ended after {result.steps} of {asked} steps "
+                        f"({options.warmup} warm-up): measured what it did"
+                    )
+    finally:
+        report.load_after = os.getloadavg()
+    busiest = max(report.load_before[0], report.load_after[0])
+    if busiest > cpus + 0.5:
+        report.warnings.append(
+            f"the machine was busy (load {busiest:.1f} on {cpus} CPUs, the runs' own included): step times "
+            "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
+            + (" (a slowdown seen in one run each is reported as inconclusive)" if report.busy else "")
+        )
+    _decide(report)
+    if not options.keep_logs and not report.errors:
+        shutil.rmtree(workdir, ignore_errors=True)
+        report.workdir = None
+    return report
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-") or "run"
+
+
+def _failure(result: RunResult, options: VerifyOptions) -> str | None:
+    """What went wrong in a run, said plainly; None when it measured steps."""
+    where = f"run {result.label!r}"
+    if result.status == "timeout":
+        steps = result.steps
+        return (
+            f"{where} timed out after {options.timeout:g} s ({steps} steps done); its whole process group "
+            f"was killed ({result.stray_killed} processes left after the main one)"
+        )
+    if result.status == "no-device":
+        return f"{where}: --device cuda, but CUDA is not available to {sys.executable}"
+    if result.status == "crashed":
+        trace = (result.raw or {}).get("traceback") or ""
+        hint = ""
+        if not options.torchrun and any(word in trace for word in DISTRIBUTED_WORDS):
+            hint = "\nhint: a distributed script started without a launcher: try --torchrun N"
+        return f"{where}: the script crashed after {result.steps} steps:\n{trace.rstrip()}{hint}"
+    if result.status == "exited":
+        code = (result.raw or {}).get("exit_code")
+        tail = result.log_tail(15)
+        return f"{where}: the script exited with status {code} after {result.steps} steps\n{tail}".rstrip()
+    if result.status == "no-result":
+        tail = result.log_tail(20)
+        return f"{where}: the run ended (exit status {result.returncode}) without a result:\n{tail}".rstrip()
+    if result.steps == 0:
+        return (
+            f"{where}: the script finished without ever stepping an optimizer (no `optimizer.step()` nor "
+            "`scaler.step(optimizer)` ran), so there is nothing to time; check its arguments "
+            "(e.g. a dataset or an epoch count of 0) or that it trains at all"
+        )
+    return None
+
+
+def _decide(report: VerifyReport) -> None:
+    original = report.arms[0]
+    static: dict[tuple[str, int], list[str]] = {}
+    for diagnostic, path in report.findings:
+        static.setdefault((os.path.realpath(path), diagnostic.location.line), []).append(diagnostic.code)
+
+    def static_at(filename: str, line: int) -> list[str]:
+        return sorted(set(static.get((os.path.realpath(filename), line), [])))
+
+    for arm in report.arms:
+        if arm.runs and arm.stats and arm.runs[0].raw is not None:
+            arm.findings = compare.runtime_findings(arm.runs[0].raw, arm.stats[0], static_at)
+    if not original.stats:
+        original.verdict = "failed" if original.failure else "not run"
+        for arm in report.arms[1:]:
+            arm.verdict = "not run"
+        return
+    crashed = original.failure is not None  # midway: the steps before the crash are compared
+    original.verdict = "baseline (crashed)" if crashed else "baseline"
+    for arm in report.arms[1:]:
+        if arm.failure and not (crashed and arm.stats):
+            arm.verdict = "broke the script"
+            continue
+        if not arm.stats:
+            arm.verdict = "not run"
+            continue
+        arm.speed = compare.compare_speed(original.stats, arm.stats)
+        arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], arm.variant.unsafe)
+        if arm.losses.verdict == "differ":
+            arm.verdict = "changed losses"
+        elif arm.speed.verdict == "slower" and report.busy and report.options.repeat == 1:
+            # One run each on a machine busy with other work: a drift of its load looks like a slowdown.
+            arm.verdict = "inconclusive"
+        else:
+            arm.verdict = arm.speed.verdict
