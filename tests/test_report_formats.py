@@ -356,7 +356,7 @@ def test_every_format_is_a_choice_and_machine_formats_print_no_summary(project, 
     result = invoke("--output-format", name, "train.py")
     assert result.exit_code == 1
     summary = "Found 1 finding.\n[*] 1 fixable with the `--fix` option.\n"
-    assert result.stdout.endswith(summary) == (name in ("full", "concise"))
+    assert result.stdout.endswith(summary) == (name in ("full", "concise", "grouped"))
 
 
 def test_output_file_gets_the_report_and_stdout_stays_quiet(project):
@@ -396,12 +396,16 @@ def test_statistics_honours_json(project):
         {"code": "TL304", "name": "deprecated-grad-scaler", "count": 2, "fixable": True, "fixable_count": 2},
         {"code": "TL303", "name": "deprecated-amp-autocast", "count": 1, "fixable": True, "fixable_count": 1},
     ]
-    text = invoke("--statistics", ".").stdout
-    assert text == (
+    rows = (
         "2\tTL204\t[ ] dataloader-invalid-worker-options\n"
         "2\tTL304\t[*] deprecated-grad-scaler\n"
         "1\tTL303\t[*] deprecated-amp-autocast\n"
     )
+    assert (
+        invoke("--statistics", ".").stdout
+        == rows + "Found 5 findings.\n[*] 3 fixable with the `--fix` option.\n"
+    )
+    assert invoke("--statistics", "-q", ".").stdout == rows
     out = io.StringIO()
     write_statistics_json([], out)
     assert out.getvalue() == "[]\n"

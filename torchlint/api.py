@@ -78,7 +78,9 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
         options.overrides.validate(codes)
-        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
+        resolver = SettingsResolver(
+            codes, options_by_rule, options.config_file, options.overrides, fs=fs, isolated=options.isolated
+        )
         targets = discover(options.paths, resolver, options.force_exclude)
     except ConfigError as error:
         outcome.errors.append(str(error))
@@ -158,11 +160,11 @@ class _Worker:
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache
 
-        if not self.options.cache or self.options.fix or self.options.diff:
+        if not self.options.cache or self.options.fix or self.options.diff or self.options.add_noqa:
             return None
         root = self.linter.root_of(target.path.parent.resolve())
         if root not in self._caches:
-            self._caches[root] = ResultCache(root, self.fs)
+            self._caches[root] = ResultCache(root, self.fs, self.options.cache_dir)
         return self._caches[root]
 
     def check(self, target: Target, cached_only: bool = False) -> Outcome | None:
@@ -192,6 +194,9 @@ class _Worker:
                 if found is None:
                     return None
                 text, diagnostics = source.text, found
+            elif options.add_noqa:
+                text, diagnostics = source.text, []
+                _add_noqa_one(linter, target, source, outcome)
             elif options.fix or options.diff:
                 text, diagnostics = _fix_one(linter, target, source, options, unsafe, outcome)
             else:
@@ -286,5 +291,32 @@ def _fix_one(
             outcome.files_unwritten.append(target.display)
             return source.text, result.initial
     outcome.fixed += result.fixed
+    outcome.fixed_codes[target.display] = dict(result.fixed_codes)
     outcome.files_fixed.append(target.display)
     return result.text, result.diagnostics
+
+
+def _add_noqa_one(linter: Linter, target: Target, source: SourceFile, outcome: Outcome) -> None:
+    """`--add-noqa`: write `# noqa: CODES` on the line of each finding of this file (merged into the line's
+    `# noqa: ...`); TL0xx findings (a syntax error, an unreadable file, a stale noqa) get none."""
+    from torchlint.fix.write import WriteRefused, write_source
+    from torchlint.noqa import add_noqa
+
+    codes_by_line: dict[int, set[str]] = {}
+    for d in linter.check_text(target.display, source.text, target.settings):
+        if d.code[2] != "0":
+            codes_by_line.setdefault(d.location.line, set()).add(d.code)
+    if not codes_by_line:
+        return
+    text, added = add_noqa(source.text, codes_by_line)
+    if not added:
+        return
+    try:
+        write_source(source, text)
+    except WriteRefused as refused:
+        outcome.errors.append(f"{target.display}: not written: {refused}")
+        outcome.files_failed.append(target.display)
+        outcome.files_unwritten.append(target.display)
+        return
+    outcome.noqa_added += added
+    outcome.files_fixed.append(target.display)
