@@ -564,23 +564,137 @@ def list_rules() -> None:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
+TEXT_OR_JSON = click.Choice(("text", "json"))
+_FIX_SENTENCES = {
+    "always": "Fix is always available.",
+    "sometimes": "Fix is sometimes available.",
+    "none": "Fix is not available.",
+}
+
+
 @main.command("rule")
-@click.argument("code")
-def show_rule(code: str) -> None:
-    """Print the documentation of one rule (by code or name)."""
-    from torchlint.docs import rule_doc
+@click.argument("code", required=False)
+@click.option("--all", "every", is_flag=True, help="Print every rule's documentation.")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def show_rule(code: str | None, every: bool, output_format: str) -> None:
+    """Print the documentation of one rule (by code or name), or of every rule with --all."""
+    import json
+
+    from torchlint.docs import rule_doc, rule_summary
     from torchlint.rules.base import registered_rules
 
     rules = registered_rules()
-    wanted = code.upper()
-    for rule_code, rule in rules.items():
-        if code == rule.name:
-            wanted = rule_code
-    text = rule_doc(wanted) if wanted in rules else None
-    if text is None:
-        click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
-        sys.exit(2)
-    click.echo(text.rstrip("\n"))
+    if every == (code is not None):
+        _usage_error("`torchlint rule` takes a CODE or --all")
+    if every:
+        wanted = list(rules)
+    else:
+        assert code is not None
+        by_name = {rule.name: rule_code for rule_code, rule in rules.items()}
+        single = by_name.get(code, code.upper())
+        if single not in rules or rule_doc(single) is None:
+            click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
+            sys.exit(2)
+        wanted = [single]
+    if output_format == "text":
+        click.echo("\n\n".join((rule_doc(c) or "").rstrip("\n") for c in wanted))
+        return
+    entries = []
+    for rule_code in wanted:
+        rule, summary = rules[rule_code], rule_summary(rule_code)
+        entries.append(
+            {
+                "name": rule.name,
+                "code": rule_code,
+                "linter": rule.family(),
+                "summary": summary.short if summary else "",
+                "fix": _FIX_SENTENCES[rule.fix_availability.value],
+                "fix_availability": rule.fix_availability.value.capitalize(),
+                "explanation": rule_doc(rule_code),
+                "severity": rule.severity.value,
+                "url": f"https://github.com/torchlint/torchlint/blob/main/rules/{rule_code}.md",
+            }
+        )
+    click.echo(json.dumps(entries if every else entries[0], indent=2, ensure_ascii=False))
+
+
+@main.command("linter")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def list_linters(output_format: str) -> None:
+    """Print the rule families: their prefixes, names and rules (ruff's `linter`)."""
+    import json
+
+    from torchlint.rules.base import registered_rules
+    from torchlint.workspace.settings import FAMILIES
+
+    rules = registered_rules()
+    families = [
+        {"prefix": f"TL{digit}", "name": name, "rules": [c for c in rules if c[2] == digit]}
+        for digit, name in FAMILIES.items()
+    ]
+    if output_format == "json":
+        click.echo(json.dumps(families, indent=2))
+        return
+    for family in families:
+        shipped = ", ".join(family["rules"]) if family["rules"] else "no rules yet"
+        click.echo(f"{family['prefix']} {family['name']} ({shipped})")
+
+
+@main.command("config")
+@click.argument("key", required=False)
+def show_config(key: str | None) -> None:
+    """List the `[tool.torchlint]` settings, or print one's meaning, default and type (ruff's `config`)."""
+    from torchlint.workspace.settings import KEY_DOCS, describe_key
+
+    if key is None:
+        for name in KEY_DOCS:
+            click.echo(name)
+        return
+    described = describe_key(key)
+    if described is None:
+        _usage_error(f"unknown setting {key!r} (known: {', '.join(KEY_DOCS)})")
+    default, kind, meaning = described
+    click.echo(f"{meaning}\n\nDefault value: {default}\nType: {kind}")
+
+
+@main.command("clean")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="TORCHLINT_CACHE_DIR",
+    help="Also clear this cache folder (one torchlint made: it holds torchlint's CACHEDIR.TAG).",
+)
+def clean(cache_dir: Path | None) -> None:
+    """Remove torchlint's caches in the current folder and below (and --cache-dir), as `ruff clean` does."""
+    import os
+    import shutil
+
+    from torchlint.cache.folder import CACHE_FOLDER, is_torchlint_cache
+
+    found = []
+    for folder, subfolders, _ in os.walk("."):
+        if CACHE_FOLDER in subfolders:
+            found.append(Path(folder, CACHE_FOLDER))
+        subfolders[:] = [d for d in subfolders if d not in (CACHE_FOLDER, ".git")]
+    if cache_dir is not None and is_torchlint_cache(cache_dir):
+        found.append(cache_dir)
+    for cache in found:
+        if cache.is_symlink():  # never remove what a link points at
+            continue
+        click.echo(f"Removing cache at: {os.path.normpath(cache)}", err=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@main.command("version")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def version(output_format: str) -> None:
+    """Print torchlint's version (also `torchlint --version`)."""
+    import json
+
+    if output_format == "json":
+        click.echo(json.dumps({"version": __version__}, indent=2))
+    else:
+        click.echo(f"torchlint {__version__}")
 
 
 @main.command("lsp")

@@ -225,6 +225,14 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
 }
 
 
+def describe_key(key: str) -> tuple[str, str, str] | None:
+    """(default, type, meaning) of a `[tool.torchlint]` key, for `torchlint config KEY`; None if unknown."""
+    if key not in KEY_DOCS:
+        return None
+    default, meaning = KEY_DOCS[key]
+    return default, _KEYS[key], meaning
+
+
 def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
     """Cheap test used while walking up from a file: does this pyproject.toml configure torchlint?"""
     try:
