@@ -29,10 +29,16 @@ if TYPE_CHECKING:
     from torchlint.workspace.discovery import Target
     from torchlint.workspace.source import SourceFile
 
-__all__ = ["Outcome", "RunOptions", "available_cpus", "replay", "run"]
+__all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "replay", "run"]
 
-# Below this many files a single process wins: each worker pays LibCST's import (about half a second).
-PARALLEL_FROM = 16
+# The default number of processes is chosen by the work a run has, not by its number of files: each worker
+# pays LibCST's and the rules' import (about half a second) and builds its own copy of the project's
+# cross-file facts, which the files it checks consult (about 1 CPU-second more in all on yolov5). So a run
+# stays in one process until the source that needs the LibCST analysis (the files the prefilter passes,
+# about 70-100 KB per CPU-second) amounts to WORK_PER_PROCESS bytes per process, and never starts more
+# processes than there are idle CPUs (by the load average): on a busy machine a second process only competes
+# with the first. Measured on a shared 2-core machine (README, "Speed and the cache").
+WORK_PER_PROCESS = 1_000_000
 
 
 def replay(options: RunOptions) -> Outcome | None:
@@ -93,8 +99,8 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     # Cache hits are answered here; only the files that need checking go to other processes.
     results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]
     pending = [index for index, result in enumerate(results) if result is None]
-    jobs = options.jobs or available_cpus()
-    if jobs > 1 and len(pending) >= PARALLEL_FROM:
+    jobs = options.jobs or choose_jobs(sum(worker.work.values()), available_cpus(), _load())
+    if jobs > 1 and len(pending) > 1:
         checked = _in_parallel([targets[index] for index in pending], options, jobs)
     else:
         checked = [worker.check(targets[index]) for index in pending]
@@ -105,6 +111,20 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         outcome.merge(result)
     outcome.diagnostics.sort(key=Diagnostic.sort_key)
     return outcome
+
+
+def choose_jobs(work: int, cpus: int, load: float | None) -> int:
+    """The default `--jobs`: one process per WORK_PER_PROCESS bytes to analyse, at most the idle CPUs (`cpus`
+    less the 1-minute load average, where the OS gives one)."""
+    idle = cpus if load is None else cpus - int(load)
+    return max(1, min(cpus, idle, work // WORK_PER_PROCESS))
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows, or no /proc
+        return None
 
 
 def available_cpus() -> int:
@@ -156,6 +176,9 @@ class _Worker:
         self.options = options
         self.fs = fs
         self._caches: dict[Path, ResultCache] = {}
+        self.work: dict[
+            Path, int
+        ] = {}  # the files the cache could not answer: bytes to analyse (choose_jobs)
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache
@@ -192,6 +215,7 @@ class _Worker:
             if cached_only:
                 found = self._from_cache(target, source)
                 if found is None:
+                    self.work[target.path] = self._work(target, source)
                     return None
                 text, diagnostics = source.text, found
             elif options.add_noqa:
@@ -214,6 +238,14 @@ class _Worker:
         outcome.from_cache = 1 if linter.from_cache > cached_before else 0
         outcome.add_findings(target.display, text, diagnostics, unsafe)
         return outcome
+
+    def _work(self, target: Target, source: SourceFile) -> int:
+        """What checking this file costs, in bytes of source: all of it when the LibCST analysis runs, next
+        to nothing when the prefilter lets only the syntax check run."""
+        rules = self.linter.rules_for(target.settings, target.display)
+        if not self.linter.prefilter or any(r.could_fire(source.text) for r in rules if r.code[2] != "0"):
+            return len(source.raw)
+        return len(source.raw) // 50
 
     def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:
         from torchlint.cache.results import settings_digest
