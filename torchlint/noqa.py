@@ -178,7 +178,7 @@ class Directive:
     start: int  # the `#`
     end: int  # after the last code
     codes: tuple[tuple[str, int, int], ...]  # (CODE upper-cased, start, end)
-    starts_comment: bool  # the directive is the comment's beginning (not `# why  # noqa: ...`)
+    starts_comment: bool  # the directive begins its comment (not one after another comment on the line)
     rest: str  # the comment's text after the directive
 
 

@@ -23,7 +23,7 @@ class RunOptions:
     cache: bool = True
     cache_dir: Path | None = None  # None: `.torchlint_cache/` in each project root
     prefilter: bool = True
-    add_noqa: bool = False  # write `# noqa: CODES` on the line of every finding instead of reporting it
+    add_noqa: bool = False  # suppress every finding with a noqa directive on its line instead of reporting it
 
 
 @dataclass
