@@ -3,8 +3,8 @@ of result (exit code, which files and lines are reported, which files are rewrit
 printed), except where the README ("Next to ruff") documents a deliberate difference.
 
 The tree has, on the same lines, a finding of each tool with the same kind of fix: ruff's F401 and
-torchlint's TL304 (safe fixes) on line 2 of four files, ruff's F841 and torchlint's TL105 (unsafe fixes) on
-line 5 of u.py. The ruff that runs is the one the test extras install (its version is in the README).
+torchlint's TL304 (safe fixes) on line 2 of four files (one a .pyi stub, one git-ignored); and in u.py ruff's
+F841 (line 6) and torchlint's TL105 (line 7), both with an unsafe fix, compared as one line ("u.py", 0). The ruff that runs is the one the test extras install (its version is in the README).
 """
 
 from __future__ import annotations
