@@ -41,3 +41,17 @@ def test_work_counts_whole_files_only_where_the_analysis_runs(project):
     work = {path.name: size for path, size in worker.work.items()}
     assert work["loader.py"] == len((project / "loader.py").read_bytes())
     assert work["library.py"] == len((project / "library.py").read_bytes()) // 50  # the syntax check only
+
+
+def test_a_small_tree_runs_in_one_process_by_default_and_jobs_forces_more(project):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    for index in range(20):  # more than the 16 files that used to start a process per CPU
+        (project / f"train{index}.py").write_text("from torch.utils.data import DataLoader\n")
+    default = CliRunner().invoke(main, ["--no-cache", "--show-phase2-count", "."])
+    assert default.stderr.endswith(", 1 process\n")
+    forced = CliRunner().invoke(main, ["--no-cache", "--show-phase2-count", "-j", "2", "."])
+    assert forced.stderr.endswith(", 2 processes\n")
+    assert forced.stdout == default.stdout

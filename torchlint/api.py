@@ -102,6 +102,7 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     jobs = options.jobs or choose_jobs(sum(worker.work.values()), available_cpus(), _load())
     if jobs > 1 and len(pending) > 1:
         checked = _in_parallel([targets[index] for index in pending], options, jobs)
+        outcome.processes = jobs
     else:
         checked = [worker.check(targets[index]) for index in pending]
     for index, result in zip(pending, checked, strict=True):

@@ -338,7 +338,8 @@ def check(
     if show_phase2_count:
         click.echo(
             f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, "
-            f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}",
+            f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}, "
+            f"{_plural(outcome.processes, 'process', 'processes')}",
             err=True,
         )
     if silent:

@@ -44,6 +44,7 @@ class Outcome:
     hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
     parsed: int = 0  # files that went through LibCST (phase 2)
     from_cache: int = 0  # files whose results came from the cache
+    processes: int = 1  # the processes the files were checked in (the chosen --jobs)
     replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
     observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
 
