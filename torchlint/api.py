@@ -177,9 +177,8 @@ class _Worker:
         self.options = options
         self.fs = fs
         self._caches: dict[Path, ResultCache] = {}
-        self.work: dict[
-            Path, int
-        ] = {}  # the files the cache could not answer: bytes to analyse (choose_jobs)
+        # The files the cache could not answer, and the bytes each has to analyse (for choose_jobs).
+        self.work: dict[Path, int] = {}
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache

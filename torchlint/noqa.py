@@ -161,6 +161,7 @@ def _lines_ending_inside_a_token(text: str) -> set[int]:
 # -- noqa hygiene (TL003) ------------------------------------------------------------------------------------
 
 _TORCHLINT_CODE = re.compile(r"TL[0-9]+$")
+_A_CODE = re.compile(r"[A-Za-z]+[0-9]+")
 _MAY_NAME_TORCHLINT = re.compile(r"noqa\s*:[^\n]*TL[0-9]", re.IGNORECASE)
 HYGIENE_CODE, HYGIENE_NAME = "TL003", "unused-noqa"
 
@@ -196,10 +197,8 @@ def directives(text: str) -> list[Directive]:
         base = lines.line_starts[number - 1] + line_text.rfind(comment)
         codes = tuple(
             (code.group().upper(), base + code.start(), base + code.end())
-            for code in re.finditer(r"[A-Za-z]+[0-9]+", comment[match.start("codes") : match.end("codes")])
+            for code in _A_CODE.finditer(comment, match.start("codes"), match.end("codes"))
         )
-        shift = match.start("codes")
-        codes = tuple((code, start + shift, end + shift) for code, start, end in codes)
         found.append(
             Directive(
                 number,
