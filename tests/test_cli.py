@@ -228,3 +228,45 @@ def test_a_run_that_finds_no_python_file_warns_and_never_claims_all_checks_passe
     result = invoke(".")
     assert (result.exit_code, result.stdout) == (0, "")
     assert result.stderr == "warning: No Python files found under the given path(s)\n"
+
+
+def test_silent_prints_nothing_but_the_exit_code_tells(project):
+    (project / "train.py").write_text(DEPRECATED)
+    result = invoke("--silent", "--no-cache")
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", "")
+    assert invoke("-s", "--no-cache", "--output-format", "json").stdout == ""
+    missing = invoke("-s", "missing.py")
+    assert (missing.exit_code, missing.stderr) == (2, "error: missing.py: no such file or directory\n")
+
+
+def test_e_is_exit_zero(project):
+    (project / "train.py").write_text(DEPRECATED)
+    assert invoke("-e").exit_code == 0
+    assert invoke("-e", "missing.py").exit_code == 2
+
+
+@pytest.mark.parametrize("typo, command", [("rlues", "rules"), ("chek", "check"), ("lintr", "linter")])
+def test_a_mistyped_subcommand_says_did_you_mean(project, typo, command):
+    result = invoke(typo)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: unrecognized subcommand '{typo}'\n\n  tip: a similar subcommand exists: '{command}'\n\n"
+        f"To check a path of that name that does not exist yet, use `torchlint check {typo}`.\n"
+    )
+
+
+def test_a_path_that_looks_like_a_subcommand_is_still_checked(project):
+    (project / "rlues").mkdir()
+    (project / "rlues" / "train.py").write_text(DEPRECATED)
+    assert invoke("rlues", "-q", "--output-format", "concise").stdout.startswith("rlues/train.py:3:6: TL303")
+    missing = invoke("rlues.py")  # a file name, not a word: missing, as before
+    assert (missing.exit_code, missing.stderr) == (2, "error: rlues.py: no such file or directory\n")
+    assert invoke("check", "chek").stderr == "error: chek: no such file or directory\n"
+
+
+def test_hidden_options_are_never_suggested(project):
+    result = invoke("--no-prefilte")
+    assert result.exit_code == 2
+    assert "No such option '--no-prefilte'" in result.stderr
+    assert "--no-prefilter" not in result.stderr
+    assert "Did you mean one of: '--cache-dir', '--no-cache'?" in invoke("--no-cach").stderr

@@ -101,9 +101,9 @@ def test_what_does_not_pickle():
     found = [[(p.what, p.why) for p in facts.datasets.unpicklable(loader)] for loader in facts.loaders]
     assert found == [
         [("collate_fn", "a lambda")],
-        [("collate_fn", "`collate_local` is defined inside a function")],
-        [("dataset", "`LocalSet` is a class defined inside a function")],
-        [("collate_fn", "`collate_local` is defined inside a function")],
+        [("collate_fn", "`collate_local`, a function defined inside a function")],
+        [("dataset", "an instance of `LocalSet`, a class defined inside a function")],
+        [("collate_fn", "`collate_local`, a function defined inside a function")],
         [],
     ]
 

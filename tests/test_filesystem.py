@@ -46,7 +46,12 @@ ALLOWED: dict[str, dict[str, str]] = {
         "_prune": "lists and removes old run records in the cache folder",
     },
     "cache/results.py": {"ResultCache.load": "reads a result entry from the cache folder"},
-    "cli.py": {"_report_stream": "writes the report to --output-file, after the run (never read by it)"},
+    "cli.py": {
+        "_report_stream": "writes the report to --output-file, after the run (never read by it)",
+        "_refuse_a_mistyped_subcommand": "before any run: is the first word a path, or a mistyped command?",
+        "_config_options": "before any run: is --config a file (then read through the run's FileSystem)?",
+        "clean": "`torchlint clean` removes cache folders; no check runs",
+    },
     # `torchlint verify`: the runs of the user's script (spec, logs, results, traces, /proc), never a check.
     "verify/runner.py": {"*": "the verifier's runs: their spec, log, progress and result files, and /proc"},
     "verify/bootstrap/entry.py": {

@@ -156,7 +156,7 @@ def test_runs_with_unreadable_files_are_not_recorded(project):
 
 
 def test_what_worker_processes_read_is_part_of_the_record(project):
-    """With 16 files or more the checks run in worker processes; engine.py is read only there."""
+    """With --jobs 2 the checks run in worker processes; engine.py is read only there."""
     (project / "many").mkdir()
     for index in range(16):
         (project / "many" / f"f{index}.py").write_text(AMP)

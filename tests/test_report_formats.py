@@ -356,7 +356,7 @@ def test_every_format_is_a_choice_and_machine_formats_print_no_summary(project, 
     result = invoke("--output-format", name, "train.py")
     assert result.exit_code == 1
     summary = "Found 1 finding.\n[*] 1 fixable with the `--fix` option.\n"
-    assert result.stdout.endswith(summary) == (name in ("full", "concise"))
+    assert result.stdout.endswith(summary) == (name in ("full", "concise", "grouped"))
 
 
 def test_output_file_gets_the_report_and_stdout_stays_quiet(project):
@@ -396,12 +396,16 @@ def test_statistics_honours_json(project):
         {"code": "TL304", "name": "deprecated-grad-scaler", "count": 2, "fixable": True, "fixable_count": 2},
         {"code": "TL303", "name": "deprecated-amp-autocast", "count": 1, "fixable": True, "fixable_count": 1},
     ]
-    text = invoke("--statistics", ".").stdout
-    assert text == (
+    rows = (
         "2\tTL204\t[ ] dataloader-invalid-worker-options\n"
         "2\tTL304\t[*] deprecated-grad-scaler\n"
         "1\tTL303\t[*] deprecated-amp-autocast\n"
     )
+    assert (
+        invoke("--statistics", ".").stdout
+        == rows + "Found 5 findings.\n[*] 3 fixable with the `--fix` option.\n"
+    )
+    assert invoke("--statistics", "-q", ".").stdout == rows
     out = io.StringIO()
     write_statistics_json([], out)
     assert out.getvalue() == "[]\n"
@@ -414,3 +418,77 @@ def test_the_schema_shipped_is_the_official_one():
     )
     assert SCHEMA["title"] == "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema"
     assert (REPO / "tests" / "data" / "sarif-schema-2.1.0.json").stat().st_size == 112768
+
+
+# -- grouped and azure -------------------------------------------------------------------------------------
+
+
+def test_grouped_is_the_findings_under_their_file_with_aligned_positions():
+    diagnostics, sources = findings()
+    late = _located(
+        Diagnostic("TL303", "deprecated-amp-autocast", AUTOCAST, Severity.WARNING, "src/data.py", 0, 0),
+        DATA,
+    )
+    late.location = late.location.__class__(12, 10)
+    assert render("grouped", [*diagnostics[:2], late, diagnostics[2]], sources) == (
+        "src/data.py:\n"
+        f"   2:5  TL204 {PREFETCH}\n"
+        f"   3:5  TL204 {PREFETCH}\n"
+        f"  12:10 TL303 {AUTOCAST}\n"
+        "\n"
+        "src/train.py:\n"
+        f"  3:6 TL303 [*] {AUTOCAST}\n"
+        "\n"
+    )
+    assert render("grouped", [], {}) == ""
+
+
+def test_azure_is_one_logging_command_per_finding(project):
+    root = Path.cwd()
+    assert render("azure") == (
+        f"##vso[task.logissue type=error;sourcepath={root}/src/data.py;linenumber=2;columnnumber=5;code=TL204;]"
+        f"{PREFETCH}\n"
+        f"##vso[task.logissue type=error;sourcepath={root}/src/data.py;linenumber=3;columnnumber=5;code=TL204;]"
+        f"{PREFETCH}\n"
+        f"##vso[task.logissue type=warning;sourcepath={root}/src/train.py;linenumber=3;columnnumber=6;"
+        f"code=TL303;]{AUTOCAST}\n"
+    )
+    d = _located(Diagnostic("TL001", "syntax-error", "x", Severity.ERROR, "/tmp/a;b].py", 0, 0), "")
+    assert "sourcepath=/tmp/a%3Bb%5D.py;" in render("azure", [d], {})
+
+
+# -- colour ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "choice, environ, tty, expected",
+    [
+        ("auto", {}, True, True),
+        ("auto", {}, False, False),
+        ("auto", {"NO_COLOR": "1"}, True, False),
+        ("auto", {"NO_COLOR": ""}, True, True),  # only a non-empty NO_COLOR counts (no-color.org)
+        ("auto", {"FORCE_COLOR": "1"}, False, True),
+        ("auto", {"TERM": "dumb"}, True, False),
+        ("always", {"NO_COLOR": "1"}, False, True),
+        ("never", {"FORCE_COLOR": "1"}, True, False),
+    ],
+)
+def test_colour_follows_the_choice_the_terminal_and_no_color(choice, environ, tty, expected):
+    from torchlint.report.style import wants_color
+
+    class Stream(io.StringIO):
+        def isatty(self) -> bool:
+            return tty
+
+    assert wants_color(choice, Stream(), environ) is expected
+
+
+def test_color_always_colours_the_text_formats_and_never_the_machine_ones(project):
+    (project / "train.py").write_text(TRAIN)
+    concise = invoke("--color", "always", "--output-format", "concise", "train.py").stdout
+    assert concise.splitlines()[0] == f"\x1b[1mtrain.py\x1b[0m:3:6: \x1b[1;31mTL303\x1b[0m {AUTOCAST}"
+    full = invoke("--color", "always", "train.py").stdout
+    assert "\x1b[1;31mTL303\x1b[0m \x1b[36m[*]\x1b[0m" in full
+    assert "\x1b[" not in invoke("--color", "never", "train.py").stdout
+    assert "\x1b[" not in invoke("train.py").stdout  # auto, and the test's stream is no terminal
+    assert "\x1b[" not in invoke("--color", "always", "--output-format", "json", "train.py").stdout

@@ -6,6 +6,8 @@ checked by test_rule_docs.py.
 
 from __future__ import annotations
 
+import textwrap
+
 from support import codes_and_lines, fix, lint, project_facts
 
 from torchlint.linter import Linter
@@ -51,6 +53,15 @@ def test_no_fix_for_unpicklable_collate_or_missing_main_guard():
         "`collate_fn` is a lambda, which worker processes started by spawn or forkserver cannot pickle"
         in lam[0].message
     )
+    local = lint(
+        HEAD
+        + "def main():\n    def _collate_fn(b):\n        return b\n\n"
+        + "    loader = DataLoader(ds, collate_fn=_collate_fn)\n"
+        + textwrap.indent(train_loop(), "    ")
+        + 'if __name__ == "__main__":\n    main()\n',
+        select=("TL201",),
+    )
+    assert "`collate_fn` is `_collate_fn`, a function defined inside a function, which" in local[0].message
     guardless = lint(HEAD + "loader = DataLoader(ds)\n" + train_loop(), select=("TL201",))
     assert guardless[0].fix is None and "no `if __name__" in guardless[0].message
 

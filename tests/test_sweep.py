@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.api import RunOptions, run
+from torchlint.api import RunOptions, available_cpus, run
 from torchlint.fix.write import TEMP_SUFFIX
 from torchlint.linter import _compiles
 from torchlint.workspace.source import SourceFile
@@ -42,8 +42,9 @@ def _only_python(folder: str, names: list[str]) -> list[str]:
 
 
 def _fix_all(paths: list[Path]) -> tuple[int, int, list[str], list[str]]:
-    """`torchlint --fix --unsafe-fixes PATHS`, in as many processes as there are CPUs (run's default)."""
-    outcome = run(RunOptions(paths=paths, fix=True, unsafe_fixes=True))
+    """`torchlint --fix --unsafe-fixes PATHS`, in as many processes as there are CPUs (forced: the default
+    would choose by the load average, and this test's time should not depend on it)."""
+    outcome = run(RunOptions(paths=paths, fix=True, unsafe_fixes=True, jobs=available_cpus()))
     return outcome.files_checked, outcome.fixed, outcome.errors, outcome.warnings
 
 

@@ -34,10 +34,16 @@ if TYPE_CHECKING:
     from torchlint.workspace.discovery import Target
     from torchlint.workspace.source import SourceFile
 
-__all__ = ["Outcome", "RunOptions", "available_cpus", "replay", "run", "verify"]
+__all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "replay", "run", "verify"]
 
-# Below this many files a single process wins: each worker pays LibCST's import (about half a second).
-PARALLEL_FROM = 16
+# The default number of processes is chosen by the work a run has, not by its number of files: each worker
+# pays LibCST's and the rules' import (about half a second) and builds its own copy of the project's
+# cross-file facts, which the files it checks consult (about 1 CPU-second more in all on yolov5). So a run
+# stays in one process until the source that needs the LibCST analysis (the files the prefilter passes,
+# about 70-100 KB per CPU-second) amounts to WORK_PER_PROCESS bytes per process, and never starts more
+# processes than there are idle CPUs (by the load average): on a busy machine a second process only competes
+# with the first. Measured on a shared 2-core machine (README, "Speed and the cache").
+WORK_PER_PROCESS = 1_000_000
 
 
 def replay(options: RunOptions) -> Outcome | None:
@@ -96,7 +102,9 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
         options.overrides.validate(codes)
-        resolver = SettingsResolver(codes, options_by_rule, options.config_file, options.overrides, fs=fs)
+        resolver = SettingsResolver(
+            codes, options_by_rule, options.config_file, options.overrides, fs=fs, isolated=options.isolated
+        )
         targets = discover(
             options.paths, resolver, options.force_exclude, Notes(outcome.warnings, outcome.errors)
         )
@@ -113,9 +121,10 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     # Cache hits are answered here; only the files that need checking go to other processes.
     results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]
     pending = [index for index, result in enumerate(results) if result is None]
-    jobs = options.jobs or available_cpus()
-    if jobs > 1 and len(pending) >= PARALLEL_FROM:
+    jobs = options.jobs or choose_jobs(sum(worker.work.values()), available_cpus(), _load())
+    if jobs > 1 and len(pending) > 1:
         checked = _in_parallel([targets[index] for index in pending], options, jobs)
+        outcome.processes = jobs
     else:
         checked = [worker.check(targets[index]) for index in pending]
     for index, result in zip(pending, checked, strict=True):
@@ -125,6 +134,20 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         outcome.merge(result)
     outcome.diagnostics.sort(key=Diagnostic.sort_key)
     return outcome
+
+
+def choose_jobs(work: int, cpus: int, load: float | None) -> int:
+    """The default `--jobs`: one process per WORK_PER_PROCESS bytes to analyse, at most the idle CPUs (`cpus`
+    less the 1-minute load average, where the OS gives one)."""
+    idle = cpus if load is None else cpus - int(load)
+    return max(1, min(cpus, idle, work // WORK_PER_PROCESS))
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows, or no /proc
+        return None
 
 
 def available_cpus() -> int:
@@ -209,15 +232,17 @@ class _Worker:
         self.options = options
         self.fs = fs
         self._caches: dict[Path, ResultCache] = {}
+        # The files the cache could not answer, and the bytes each has to analyse (for choose_jobs).
+        self.work: dict[Path, int] = {}
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache
 
-        if not self.options.cache or self.options.fix or self.options.diff:
+        if not self.options.cache or self.options.fix or self.options.diff or self.options.add_noqa:
             return None
         root = self.linter.root_of(target.path.parent.resolve())
         if root not in self._caches:
-            self._caches[root] = ResultCache(root, self.fs)
+            self._caches[root] = ResultCache(root, self.fs, self.options.cache_dir)
         return self._caches[root]
 
     def check(self, target: Target, cached_only: bool = False) -> Outcome | None:
@@ -246,8 +271,12 @@ class _Worker:
             if cached_only:
                 found = self._from_cache(target, source)
                 if found is None:
+                    self.work[target.path] = self._work(target, source)
                     return None
                 text, diagnostics = source.text, found
+            elif options.add_noqa:
+                text, diagnostics = source.text, []
+                _add_noqa_one(linter, target, source, outcome)
             elif options.fix or options.diff:
                 text, diagnostics = _fix_one(linter, target, source, options, unsafe, outcome)
             else:
@@ -265,6 +294,14 @@ class _Worker:
         outcome.from_cache = 1 if linter.from_cache > cached_before else 0
         outcome.add_findings(target.display, text, diagnostics, unsafe)
         return outcome
+
+    def _work(self, target: Target, source: SourceFile) -> int:
+        """What checking this file costs, in bytes of source: all of it when the LibCST analysis runs, next
+        to nothing when the prefilter lets only the syntax check run."""
+        rules = self.linter.rules_for(target.settings, target.display)
+        if not self.linter.prefilter or any(r.could_fire(source.text) for r in rules if r.code[2] != "0"):
+            return len(source.raw)
+        return len(source.raw) // 50
 
     def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:
         from torchlint.cache.results import settings_digest
@@ -342,5 +379,32 @@ def _fix_one(
             outcome.files_unwritten.append(target.display)
             return source.text, result.initial
     outcome.fixed += result.fixed
+    outcome.fixed_codes[target.display] = dict(result.fixed_codes)
     outcome.files_fixed.append(target.display)
     return result.text, result.diagnostics
+
+
+def _add_noqa_one(linter: Linter, target: Target, source: SourceFile, outcome: Outcome) -> None:
+    """`--add-noqa`: write `# noqa: CODES` on the line of each finding of this file (merged into the line's
+    `# noqa: ...`); TL0xx findings (a syntax error, an unreadable file, a stale noqa) get none."""
+    from torchlint.fix.write import WriteRefused, write_source
+    from torchlint.noqa import add_noqa
+
+    codes_by_line: dict[int, set[str]] = {}
+    for d in linter.check_text(target.display, source.text, target.settings):
+        if d.code[2] != "0":
+            codes_by_line.setdefault(d.location.line, set()).add(d.code)
+    if not codes_by_line:
+        return
+    text, added = add_noqa(source.text, codes_by_line)
+    if not added:
+        return
+    try:
+        write_source(source, text)
+    except WriteRefused as refused:
+        outcome.errors.append(f"{target.display}: not written: {refused}")
+        outcome.files_failed.append(target.display)
+        outcome.files_unwritten.append(target.display)
+        return
+    outcome.noqa_added += added
+    outcome.files_fixed.append(target.display)

@@ -11,22 +11,69 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 import click
 
 from torchlint import __version__
 
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "github", "gitlab", "junit", "pylint", "sarif")
+OUTPUT_FORMATS = (
+    "full",
+    "concise",
+    "grouped",
+    "json",
+    "json-lines",
+    "github",
+    "gitlab",
+    "junit",
+    "pylint",
+    "azure",
+    "sarif",
+)
+COLOR_CHOICES = ("auto", "always", "never")
 
 
 class DefaultToCheck(click.Group):
-    """`torchlint --fix .` means `torchlint check --fix .`: what is not a subcommand goes to check."""
+    """`torchlint --fix .` means `torchlint check --fix .`: what is not a subcommand goes to check, except
+    a word that is no path and looks like a mistyped subcommand (`torchlint rlues`), which is an error with a
+    suggestion, as ruff's."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            _refuse_a_mistyped_subcommand(args[0], [n for n, c in self.commands.items() if not c.hidden])
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+
+def _refuse_a_mistyped_subcommand(word: str, commands: list[str]) -> None:
+    import difflib
+    import os
+
+    if os.path.lexists(word) or "/" in word or "." in word or word == "-":
+        return
+    close = difflib.get_close_matches(word, commands, n=1, cutoff=0.6)
+    if close:
+        click.echo(
+            f"error: unrecognized subcommand '{word}'\n\n  tip: a similar subcommand exists: '{close[0]}'\n\n"
+            f"To check a path of that name that does not exist yet, use `torchlint check {word}`.",
+            err=True,
+        )
+        sys.exit(2)
+
+
+class CheckCommand(click.Command):
+    """Click's "did you mean" for a mistyped option, without the hidden options among the suggestions."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            hidden = {
+                name for p in self.params if getattr(p, "hidden", False) for name in p.opts + p.secondary_opts
+            }
+            shown = [name for name in error.possibilities or () if name not in hidden]
+            raise click.NoSuchOption(error.option_name, possibilities=shown, ctx=ctx) from None
 
 
 @click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,10 +86,53 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     return [code.strip().upper() for value in values for code in value.split(",") if code.strip()]
 
 
-@main.command()
+def _split_patterns(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    return [pattern.strip() for value in values for pattern in value.split(",") if pattern.strip()]
+
+
+def _per_file_ignores(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """`PATTERN:CODES` (ruff's form), CODES separated by commas."""
+    entries = []
+    for value in values:
+        pattern, colon, codes = value.rpartition(":")
+        if not colon or not pattern or not codes.strip():
+            raise click.BadParameter(f"expected PATTERN:CODES (e.g. 'tests/**:TL3'), got {value!r}")
+        entries.append((pattern, tuple(c.strip().upper() for c in codes.split(",") if c.strip())))
+    return entries
+
+
+def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    from torchlint.workspace.settings import parse_torch_version
+
+    if value is None:
+        return None
+    version = parse_torch_version(value)
+    if version is None:
+        raise click.BadParameter(f'expected a version like "2.1", got {value!r}')
+    return version
+
+
+@main.command(cls=CheckCommand)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--fix/--no-fix", default=False, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour or numerics.")
+@click.option(
+    "--unsafe-fixes/--no-unsafe-fixes",
+    default=None,
+    help="Also apply (or count as fixable) fixes that may change behaviour or numerics; --no-unsafe-fixes "
+    "turns off the config's `unsafe-fixes = true`.",
+)
+@click.option(
+    "--fix-only/--no-fix-only", default=False, help="Apply fixes; report nothing that remains (exit 0)."
+)
+@click.option(
+    "--show-fixes/--no-show-fixes", default=False, help="With --fix, list what was fixed, per file."
+)
+@click.option(
+    "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if none remain."
+)
+@click.option("--add-noqa", is_flag=True, help="Write `# noqa: CODES` on the line of every finding.")
 @click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing (exit 1 if any).")
 @click.option(
     "--select",
@@ -57,6 +147,41 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     help="Rule codes or prefixes to enable in addition.",
 )
 @click.option("--ignore", multiple=True, callback=_split_codes, help="Rule codes or prefixes to disable.")
+@click.option(
+    "--extend-ignore", multiple=True, callback=_split_codes, help="Like --ignore (added to the config's)."
+)
+@click.option(
+    "--per-file-ignores",
+    multiple=True,
+    callback=_per_file_ignores,
+    metavar="PATTERN:CODES",
+    help="Codes to disable in matching files (replaces the config's per-file-ignores).",
+)
+@click.option(
+    "--extend-per-file-ignores",
+    multiple=True,
+    callback=_per_file_ignores,
+    metavar="PATTERN:CODES",
+    help="Like --per-file-ignores, added to the config's.",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    callback=_split_patterns,
+    help="Patterns folder walks skip (replaces the config's).",
+)
+@click.option(
+    "--extend-exclude", multiple=True, callback=_split_patterns, help="Patterns to skip, added to exclude."
+)
+@click.option(
+    "--respect-gitignore/--no-respect-gitignore", default=None, help="Skip the files .gitignore files ignore."
+)
+@click.option(
+    "--torch-version",
+    callback=_torch_version,
+    metavar="VERSION",
+    help="The oldest torch the project supports (overrides the config's torch-version).",
+)
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True)
 @click.option(
     "--output-file",
@@ -65,68 +190,134 @@ def _split_codes(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     help="Write the report to this file (its folders are created) instead of standard output.",
 )
 @click.option(
+    "--color",
+    type=click.Choice(COLOR_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Colour the text formats (auto: on a terminal, unless NO_COLOR is set).",
+)
+@click.option(
     "--stdin-filename",
     type=click.Path(path_type=Path),
     help="Check standard input as this file (its settings and project); `-` alone reads it too.",
 )
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
+@click.option("-e", "--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
 @click.option(
     "--config",
-    "config_file",
-    type=click.Path(path_type=Path),
-    help="Use this file's settings for every file.",
+    "config_options",
+    multiple=True,
+    metavar="FILE | KEY=VALUE",
+    help="Use this file's settings for every file, or override one setting: "
+    "`--config 'torch-version = \"2.1\"'`.",
 )
-@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+@click.option(
+    "--isolated", is_flag=True, help="Read no configuration file (the defaults and the command line)."
+)
+@click.option(
+    "--force-exclude/--no-force-exclude",
+    default=False,
+    help="Apply excludes to files named on the command line too.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option(
+    "-s",
+    "--silent",
+    is_flag=True,
+    help="Print nothing (the exit code still tells; errors still go to stderr).",
+)
 @click.option(
     "--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings."
 )
 @click.option(
-    "--jobs", "-j", type=click.IntRange(min=1), help="Processes to use (default: the CPUs available)."
+    "--jobs", "-j", type=click.IntRange(min=1), help="Processes to use (default: by the amount of source)."
 )
-@click.option("--no-cache", is_flag=True, help="Neither read nor write .torchlint_cache/.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="TORCHLINT_CACHE_DIR",
+    help="The cache's folder (default: .torchlint_cache/ in each project root).",
+)
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to test the prefilter).")
 @click.option("--show-phase2-count", is_flag=True, hidden=True, help="Print how many files were parsed.")
 def check(
     paths: tuple[Path, ...],
     fix: bool,
-    unsafe_fixes: bool,
+    unsafe_fixes: bool | None,
+    fix_only: bool,
+    show_fixes: bool,
+    exit_non_zero_on_fix: bool,
+    add_noqa: bool,
     diff: bool,
     select: list[str],
     extend_select: list[str],
     ignore: list[str],
+    extend_ignore: list[str],
+    per_file_ignores: list[tuple[str, tuple[str, ...]]],
+    extend_per_file_ignores: list[tuple[str, tuple[str, ...]]],
+    exclude: list[str],
+    extend_exclude: list[str],
+    respect_gitignore: bool | None,
+    torch_version: tuple[int, int] | None,
     output_format: str,
     output_file: Path | None,
+    color: str,
     stdin_filename: Path | None,
     exit_zero: bool,
-    config_file: Path | None,
+    config_options: tuple[str, ...],
+    isolated: bool,
     force_exclude: bool,
     quiet: bool,
+    silent: bool,
     statistics: bool,
     jobs: int | None,
     no_cache: bool,
+    cache_dir: Path | None,
     no_prefilter: bool,
     show_phase2_count: bool,
 ) -> None:
     """Check PATHS (default: the current folder) for slow training code; `-` reads standard input."""
     from torchlint.api import RunOptions, replay, run
-    from torchlint.workspace.settings import CliOverrides
+    from torchlint.workspace.settings import CliOverrides, ConfigError
 
     stdin = stdin_filename is not None or paths == (Path("-"),)
+    if add_noqa and (fix or fix_only or diff or stdin):
+        _usage_error("--add-noqa cannot be combined with --fix, --fix-only, --diff or standard input")
+    fix = fix or fix_only
     if stdin_filename is not None:
         for ignored in (path for path in paths if path != Path("-")):
             click.echo(f"warning: ignoring {ignored} in favour of standard input", err=True)
+    try:
+        config_file, inline = _config_options(config_options)
+    except ConfigError as error:
+        _usage_error(str(error))
+    overrides = CliOverrides(
+        select=tuple(select),
+        extend_select=tuple(extend_select),
+        ignore=tuple(ignore) + tuple(extend_ignore),
+        unsafe_fixes=unsafe_fixes,
+        per_file_ignores=tuple(per_file_ignores) if per_file_ignores else None,
+        extend_per_file_ignores=tuple(extend_per_file_ignores),
+        exclude=tuple(exclude) if exclude else None,
+        extend_exclude=tuple(extend_exclude),
+        respect_gitignore=respect_gitignore,
+        torch_version=torch_version,
+        config=inline,
+    )
     options = RunOptions(
         paths=[] if stdin else list(paths) or [Path(".")],
         fix=fix,
-        unsafe_fixes=unsafe_fixes,
+        unsafe_fixes=bool(unsafe_fixes),
         diff=diff,
-        overrides=CliOverrides(tuple(select), tuple(extend_select), tuple(ignore), unsafe_fixes),
+        overrides=overrides,
         config_file=config_file,
+        isolated=isolated,
         force_exclude=force_exclude,
         jobs=jobs,
         cache=not no_cache,
+        cache_dir=cache_dir,
         prefilter=not no_prefilter,
+        add_noqa=add_noqa,
     )
     if stdin:
         from torchlint.stdin import run_stdin
@@ -136,38 +327,78 @@ def check(
         if fix:  # the fixed text is the output; the report goes to stderr (or --output-file)
             sys.stdout.buffer.write(piped.output)
             sys.stdout.flush()
-        if piped.excluded:
+        if piped.excluded and not silent:
             click.echo(f"warning: {stdin_filename} is excluded (--force-exclude): not checked", err=True)
     else:
         outcome = replay(options)  # light: the linter is imported only by `run`
         if outcome is None:
             outcome = run(options)
-        if not outcome.files_checked and not outcome.errors:
+        if not outcome.files_checked and not outcome.errors and not silent:
             click.echo("warning: No Python files found under the given path(s)", err=True)
     if show_phase2_count:
         click.echo(
             f"phase 2: {outcome.parsed} of {outcome.files_checked} files parsed, "
-            f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}",
+            f"{outcome.from_cache} from cache{' (replayed)' if outcome.replayed else ''}, "
+            f"{_plural(outcome.processes, 'process', 'processes')}",
             err=True,
         )
-    default = sys.stderr if stdin and fix else sys.stdout
-    with _report_stream(output_file, default) as out:
-        if statistics and not (fix or diff):
-            from torchlint.report.statistics import write_statistics, write_statistics_json
+    if silent:
+        _errors(outcome)
+    elif add_noqa:
+        _errors(outcome)
+        if outcome.noqa_added:
+            click.echo(f"Added {_plural(outcome.noqa_added, 'noqa directive')}.", err=True)
+    else:
+        default = sys.stderr if stdin and fix else sys.stdout
+        with _report_stream(output_file, default) as out:
+            from torchlint.report.style import Style, wants_color
 
-            for message in outcome.errors:
-                click.echo(f"error: {message}", err=True)
-            write = write_statistics_json if output_format == "json" else write_statistics
-            write(outcome.diagnostics, out)
+            style = Style(wants_color(color, out))
+            report = _Report(outcome, options, output_format, quiet, style, out)
+            if fix_only:
+                report.fix_only(show_fixes)
+            elif statistics and not (fix or diff):
+                report.statistics()
+            else:
+                report.findings(show_fixes)
+    sys.exit(_exit_code(outcome, options, exit_zero, fix_only, exit_non_zero_on_fix))
+
+
+def _usage_error(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _config_options(values: tuple[str, ...]) -> tuple[Path | None, tuple[tuple[str, object], ...]]:
+    """ruff's `--config`: a file (at most one), or `KEY = VALUE` overrides (TOML), told apart as ruff does:
+    an existing file is a file, anything with a `=` is an override, anything else a file (maybe missing)."""
+    import os
+
+    from torchlint.workspace.settings import ConfigError, parse_inline
+
+    files, inline = [], []
+    for value in values:
+        if "=" in value and not os.path.isfile(value):
+            inline.append(parse_inline(value))
         else:
-            _report(outcome, options, output_format, quiet, out)
+            files.append(Path(value))
+    if len(files) > 1:
+        raise ConfigError(f"--config: only one config file can be given, got {', '.join(map(str, files))}")
+    return (files[0] if files else None), tuple(inline)
+
+
+def _exit_code(outcome, options, exit_zero: bool, fix_only: bool, exit_non_zero_on_fix: bool) -> int:
     if outcome.errors:
-        sys.exit(2)
-    if exit_zero:
-        sys.exit(0)
-    if diff:
-        sys.exit(1 if outcome.diffs else 0)
-    sys.exit(1 if outcome.diagnostics else 0)
+        return 2
+    if exit_non_zero_on_fix and outcome.fixed and not exit_zero:
+        return 1
+    if exit_zero or options.add_noqa:
+        return 0
+    if options.diff:
+        return 1 if outcome.diffs else 0
+    if fix_only:
+        return 0
+    return 1 if outcome.diagnostics else 0
 
 
 @contextlib.contextmanager
@@ -188,29 +419,82 @@ def _report_stream(output_file: Path | None, default: TextIO) -> Iterator[TextIO
         yield stream
 
 
-def _report(outcome, options, output_format: str, quiet: bool, out: TextIO) -> None:
-    from torchlint.report import MACHINE_FORMATS, REPORTERS
+def _errors(outcome) -> None:
     from torchlint.report.shown import shown
 
-    for message in outcome.warnings:
-        click.echo(f"warning: {shown(message)}", err=True)
     for message in outcome.errors:
         click.echo(f"error: {shown(message)}", err=True)
-    if options.diff:
+
+
+class _Report:
+    """What a check run prints: the findings (or the statistics, or the fixes), then ruff's summary."""
+
+    def __init__(self, outcome, options, output_format: str, quiet: bool, style, out: TextIO) -> None:
+        self.outcome, self.options, self.format = outcome, options, output_format
+        self.quiet, self.style, self.out = quiet, style, out
+
+    def _messages(self) -> None:
+        from torchlint.report.shown import shown
+
+        for message in self.outcome.warnings:
+            click.echo(f"warning: {shown(message)}", err=True)
+        _errors(self.outcome)
+
+    def _diff(self) -> None:
         from torchlint.fix.apply import unified_diff
 
-        for path, before, after in outcome.diffs:
-            out.write(unified_diff(path, before, after))
-        out.flush()
-        if not quiet:
-            click.echo(_diff_summary(outcome), err=True)
-        return
-    REPORTERS[output_format](outcome.diagnostics, outcome.sources, out)
-    if quiet or output_format in MACHINE_FORMATS:
-        return
-    summary = _summary(outcome, options)
-    if summary:
-        click.echo(summary, file=out)
+        for path, before, after in self.outcome.diffs:
+            self.out.write(unified_diff(path, before, after))
+        self.out.flush()
+        if not self.quiet:
+            click.echo(_diff_summary(self.outcome), err=True)
+
+    def findings(self, show_fixes: bool) -> None:
+        from torchlint.report import MACHINE_FORMATS, REPORTERS, STYLED_FORMATS
+
+        self._messages()
+        if self.options.diff:
+            return self._diff()
+        reporter = REPORTERS[self.format]
+        if self.format in STYLED_FORMATS:
+            reporter(self.outcome.diagnostics, self.outcome.sources, self.out, style=self.style)
+        else:
+            reporter(self.outcome.diagnostics, self.outcome.sources, self.out)
+        if self.quiet or self.format in MACHINE_FORMATS:
+            return
+        if show_fixes and self.options.fix and self.outcome.fixed:
+            self.out.write(_fixes_listing(self.outcome, self.style))
+        summary = _summary(self.outcome, self.options)
+        if summary:
+            click.echo(summary, file=self.out)
+
+    def fix_only(self, show_fixes: bool) -> None:
+        """`--fix-only`: what was fixed, never what remains (ruff's `Fixed N errors.`)."""
+        self._messages()
+        if self.options.diff:
+            return self._diff()
+        if self.quiet or self.format in ("json", "json-lines", "sarif", "gitlab", "junit"):
+            return  # nothing to say in a machine format: no finding is reported
+        if show_fixes and self.outcome.fixed:
+            self.out.write(_fixes_listing(self.outcome, self.style))
+        if self.outcome.fixed:
+            hidden = self.outcome.hidden_fixes
+            extra = (
+                f" ({_plural(hidden, 'additional fix', 'additional fixes')} available with `--unsafe-fixes`)"
+            )
+            self.out.write(f"Fixed {_plural(self.outcome.fixed, 'finding')}{extra if hidden else ''}.\n")
+
+    def statistics(self) -> None:
+        """`--statistics`: one row per rule, then the summary (a JSON array alone with `json`)."""
+        from torchlint.report.statistics import write_statistics, write_statistics_json
+
+        self._messages()
+        if self.format == "json":
+            return write_statistics_json(self.outcome.diagnostics, self.out)
+        write_statistics(self.outcome.diagnostics, self.out)
+        summary = _summary(self.outcome, self.options)
+        if summary and not self.quiet:
+            click.echo(summary, file=self.out)
 
 
 def _plural(count: int, word: str, plural: str | None = None) -> str:
@@ -256,6 +540,20 @@ def _diff_summary(outcome) -> str:
     return f"No findings would be fixed{extra}."
 
 
+def _fixes_listing(outcome, style) -> str:
+    """`--show-fixes`: ruff's enumeration of what was fixed, per file and rule."""
+    from torchlint.rules.base import registered_rules
+
+    rules = registered_rules()
+    lines = ["", f"Fixed {_plural(outcome.fixed, 'finding')}:"]
+    for path in sorted(outcome.fixed_codes):
+        lines.append(f"- {style.path(path)}:")
+        for code, count in sorted(outcome.fixed_codes[path].items()):
+            name = rules[code].name if code in rules else code
+            lines.append(f"    {count} × {style.code(code)} ({name})")
+    return "\n".join(lines) + "\n\n"
+
+
 @main.command("rules")
 def list_rules() -> None:
     """Print every rule: code, name, family, and whether it has a fix."""
@@ -267,23 +565,137 @@ def list_rules() -> None:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
 
 
+TEXT_OR_JSON = click.Choice(("text", "json"))
+_FIX_SENTENCES = {
+    "always": "Fix is always available.",
+    "sometimes": "Fix is sometimes available.",
+    "none": "Fix is not available.",
+}
+
+
 @main.command("rule")
-@click.argument("code")
-def show_rule(code: str) -> None:
-    """Print the documentation of one rule (by code or name)."""
-    from torchlint.docs import rule_doc
+@click.argument("code", required=False)
+@click.option("--all", "every", is_flag=True, help="Print every rule's documentation.")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def show_rule(code: str | None, every: bool, output_format: str) -> None:
+    """Print the documentation of one rule (by code or name), or of every rule with --all."""
+    import json
+
+    from torchlint.docs import rule_doc, rule_summary
     from torchlint.rules.base import registered_rules
 
     rules = registered_rules()
-    wanted = code.upper()
-    for rule_code, rule in rules.items():
-        if code == rule.name:
-            wanted = rule_code
-    text = rule_doc(wanted) if wanted in rules else None
-    if text is None:
-        click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
-        sys.exit(2)
-    click.echo(text.rstrip("\n"))
+    if every == (code is not None):
+        _usage_error("`torchlint rule` takes a CODE or --all")
+    if every:
+        wanted = list(rules)
+    else:
+        assert code is not None
+        by_name = {rule.name: rule_code for rule_code, rule in rules.items()}
+        single = by_name.get(code, code.upper())
+        if single not in rules or rule_doc(single) is None:
+            click.echo(f"error: unknown rule {code!r} (see `torchlint rules`)", err=True)
+            sys.exit(2)
+        wanted = [single]
+    if output_format == "text":
+        click.echo("\n\n".join((rule_doc(c) or "").rstrip("\n") for c in wanted))
+        return
+    entries = []
+    for rule_code in wanted:
+        rule, summary = rules[rule_code], rule_summary(rule_code)
+        entries.append(
+            {
+                "name": rule.name,
+                "code": rule_code,
+                "linter": rule.family(),
+                "summary": summary.short if summary else "",
+                "fix": _FIX_SENTENCES[rule.fix_availability.value],
+                "fix_availability": rule.fix_availability.value.capitalize(),
+                "explanation": rule_doc(rule_code),
+                "severity": rule.severity.value,
+                "url": f"https://github.com/torchlint/torchlint/blob/main/rules/{rule_code}.md",
+            }
+        )
+    click.echo(json.dumps(entries if every else entries[0], indent=2, ensure_ascii=False))
+
+
+@main.command("linter")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def list_linters(output_format: str) -> None:
+    """Print the rule families: their prefixes, names and rules (ruff's `linter`)."""
+    import json
+
+    from torchlint.rules.base import registered_rules
+    from torchlint.workspace.settings import FAMILIES
+
+    rules = registered_rules()
+    families = [
+        {"prefix": f"TL{digit}", "name": name, "rules": [c for c in rules if c[2] == digit]}
+        for digit, name in FAMILIES.items()
+    ]
+    if output_format == "json":
+        click.echo(json.dumps(families, indent=2))
+        return
+    for family in families:
+        shipped = ", ".join(family["rules"]) if family["rules"] else "no rules yet"
+        click.echo(f"{family['prefix']} {family['name']} ({shipped})")
+
+
+@main.command("config")
+@click.argument("key", required=False)
+def show_config(key: str | None) -> None:
+    """List the `[tool.torchlint]` settings, or print one's meaning, default and type (ruff's `config`)."""
+    from torchlint.workspace.settings import KEY_DOCS, describe_key
+
+    if key is None:
+        for name in KEY_DOCS:
+            click.echo(name)
+        return
+    described = describe_key(key)
+    if described is None:
+        _usage_error(f"unknown setting {key!r} (known: {', '.join(KEY_DOCS)})")
+    default, kind, meaning = described
+    click.echo(f"{meaning}\n\nDefault value: {default}\nType: {kind}")
+
+
+@main.command("clean")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="TORCHLINT_CACHE_DIR",
+    help="Also clear this cache folder (one torchlint made: it holds torchlint's CACHEDIR.TAG).",
+)
+def clean(cache_dir: Path | None) -> None:
+    """Remove torchlint's caches in the current folder and below (and --cache-dir), as `ruff clean` does."""
+    import os
+    import shutil
+
+    from torchlint.cache.folder import CACHE_FOLDER, is_torchlint_cache
+
+    found = []
+    for folder, subfolders, _ in os.walk("."):
+        if CACHE_FOLDER in subfolders:
+            found.append(Path(folder, CACHE_FOLDER))
+        subfolders[:] = [d for d in subfolders if d not in (CACHE_FOLDER, ".git")]
+    if cache_dir is not None and is_torchlint_cache(cache_dir):
+        found.append(cache_dir)
+    for cache in found:
+        if cache.is_symlink():  # never remove what a link points at
+            continue
+        click.echo(f"Removing cache at: {os.path.normpath(cache)}", err=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@main.command("version")
+@click.option("--output-format", type=TEXT_OR_JSON, default="text", show_default=True)
+def version(output_format: str) -> None:
+    """Print torchlint's version (also `torchlint --version`)."""
+    import json
+
+    if output_format == "json":
+        click.echo(json.dumps({"version": __version__}, indent=2))
+    else:
+        click.echo(f"torchlint {__version__}")
 
 
 @main.command("lsp")

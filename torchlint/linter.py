@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.fix.apply import apply
-from torchlint.noqa import read_suppressions
+from torchlint.noqa import HYGIENE_CODE, may_name_torchlint, read_suppressions, unused_noqa
 from torchlint.pyast import python_ast
 from torchlint.rules.base import Rule, registered_rules
 from torchlint.workspace.discovery import matches_any
@@ -125,7 +125,7 @@ class Linter:
                 message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
                 diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                 found = [diagnostic] if "TL001" in enabled else []
-                return _finish(found, text)
+                return _finish(found, text, None)
             file = Path(path)
             if in_project is None:
                 in_project = self.fs.is_file(file)
@@ -135,7 +135,9 @@ class Linter:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
-        return _finish(found, text)
+        if syntax_error is not None:
+            return _finish(found, text, None)  # no rule ran: every noqa would look unused
+        return _finish(found, text, (path, enabled, list(self.rule_classes)))
 
     def facts_of(self, path: str, text: str, module: cst.Module, file: Path | None) -> ModuleFacts:
         """The facts of a checked module; with `file`, linked to its project (whose other files' questions
@@ -253,13 +255,23 @@ def _breaking_codes(text: str, path: str, fixable: list[Diagnostic], applied: tu
     return alone or sorted({fixable[i].code for i in applied})
 
 
-def _finish(found: list[Diagnostic], text: str) -> list[Diagnostic]:
-    """Positions, then suppression comments, then the order the output uses."""
-    if not found:
+def _finish(
+    found: list[Diagnostic], text: str, hygiene: tuple[str, set[str], list[str]] | None
+) -> list[Diagnostic]:
+    """Positions, then the noqa hygiene check (TL003, when `hygiene` gives the path, the enabled and the
+    known codes: it must see every finding before suppression), then suppression comments, then the order
+    the output uses."""
+    check_noqa = hygiene is not None and HYGIENE_CODE in hygiene[1] and may_name_torchlint(text)
+    if not found and not check_noqa:
         return found
     lines = LineIndex(text)
     for diagnostic in found:
         lines.locate(diagnostic)
+    if check_noqa:
+        assert hygiene is not None
+        path, enabled, known = hygiene
+        fired = [(d.code, d.location.line) for d in found]
+        found.extend(lines.locate(d) for d in unused_noqa(path, text, fired, enabled, known))
     suppressions = read_suppressions(text)
     kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
     kept.sort(key=Diagnostic.sort_key)

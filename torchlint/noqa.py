@@ -15,7 +15,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from torchlint.fix.model import Edit
+from torchlint.diagnostics import Diagnostic, Severity
+from torchlint.fix.model import Applicability, Edit, Fix
 from torchlint.positions import LineIndex, split_lines
 
 _CODES = r"[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*"
@@ -98,35 +99,187 @@ def noqa_edit(text: str, line: int, code: str) -> Edit | None:
     the line suppresses `code` already, or when no comment can go at its end: the line continues with a
     backslash, or its end is inside a string that spans lines.
     """
-    lines = LineIndex(text)
-    if not 1 <= line <= len(lines.line_starts):
-        return None
-    source_line = lines.line_text(line)
-    end = lines.line_starts[line - 1] + len(source_line)
-    if source_line.endswith("\\") or _ends_inside_a_token(text, line):
-        return None
-    for number, comment, _ in _comments(text):
-        if number != line:
-            continue
-        match = _LINE.search(comment)
-        if match is None:
-            continue
-        codes = _codes(match)
-        if codes is ALL or any(code.startswith(c) for c in codes):
+    return _Lines(text).noqa_edit(line, [code])
+
+
+def add_noqa(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
+    """`--add-noqa`: `text` with each line of `codes_by_line` suppressing its codes (merged into the line's
+    `# noqa: ...`, or a new one at its end), and how many lines were changed. Lines that cannot carry a
+    comment (see `noqa_edit`) are left alone."""
+    lines = _Lines(text)
+    edits = [lines.noqa_edit(line, sorted(codes)) for line, codes in sorted(codes_by_line.items())]
+    kept = sorted((e for e in edits if e is not None), key=lambda e: e.start, reverse=True)
+    for edit in kept:
+        text = text[: edit.start] + edit.content + text[edit.end :]
+    return text, len(kept)
+
+
+class _Lines:
+    """One text's lines, comments and multi-line tokens, tokenized once for any number of edits."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.index = LineIndex(text)
+        self.comments: dict[int, list[str]] = {}
+        for number, comment, _ in _comments(text):
+            self.comments.setdefault(number, []).append(comment)
+        self.continued = _lines_ending_inside_a_token(text)
+
+    def noqa_edit(self, line: int, codes: list[str]) -> Edit | None:
+        lines = self.index
+        if not 1 <= line <= len(lines.line_starts):
             return None
-        at = lines.line_starts[line - 1] + source_line.rfind(comment) + match.end()
-        return Edit(at, at, f", {code}")
-    return Edit(end, end, f"  # noqa: {code}")
+        source_line = lines.line_text(line)
+        end = lines.line_starts[line - 1] + len(source_line)
+        if source_line.endswith("\\") or line in self.continued:
+            return None
+        for comment in self.comments.get(line, ()):
+            match = _LINE.search(comment)
+            if match is None:
+                continue
+            present = _codes(match)
+            missing = [c for c in codes if present is not ALL and not any(c.startswith(p) for p in present)]
+            if not missing:
+                return None
+            at = lines.line_starts[line - 1] + source_line.rfind(comment) + match.end()
+            return Edit(at, at, "".join(f", {c}" for c in missing))
+        return Edit(end, end, f"  # noqa: {', '.join(codes)}")
 
 
-def _ends_inside_a_token(text: str, line: int) -> bool:
-    """Whether a token (a triple-quoted or f-string) runs past the end of `line`."""
+def _lines_ending_inside_a_token(text: str) -> set[int]:
+    """The lines a token (a triple-quoted or f-string) runs past the end of."""
+    found: set[int] = set()
     try:
         for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
-            if token.start[0] > line:
-                return False
-            if token.start[0] <= line < token.end[0]:
-                return True
+            if token.end[0] > token.start[0] and token.type not in (tokenize.NL, tokenize.NEWLINE):
+                found.update(range(token.start[0], token.end[0]))
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return False
-    return False
+        pass
+    return found
+
+
+# -- noqa hygiene (TL003) ------------------------------------------------------------------------------------
+
+_TORCHLINT_CODE = re.compile(r"TL[0-9]+$")
+_A_CODE = re.compile(r"[A-Za-z]+[0-9]+")
+_MAY_NAME_TORCHLINT = re.compile(r"noqa\s*:[^\n]*TL[0-9]", re.IGNORECASE)
+HYGIENE_CODE, HYGIENE_NAME = "TL003", "unused-noqa"
+
+
+def may_name_torchlint(text: str) -> bool:
+    """The cheap test before tokenizing: could a `# noqa: ...` in `text` name a torchlint code?"""
+    return _MAY_NAME_TORCHLINT.search(text) is not None
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A line's `# noqa: CODES`: where it starts and ends in the text, and each code with its offsets."""
+
+    line: int
+    start: int  # the `#`
+    end: int  # after the last code
+    codes: tuple[tuple[str, int, int], ...]  # (CODE upper-cased, start, end)
+    starts_comment: bool  # the directive begins its comment (not one after another comment on the line)
+    rest: str  # the comment's text after the directive
+
+
+def directives(text: str) -> list[Directive]:
+    """Every line-level `# noqa: CODES` (a bare `# noqa` has no codes to check: it is every tool's)."""
+    lines = LineIndex(text)
+    found = []
+    for number, comment, _ in _comments(text):
+        if _FILE.match(comment):
+            continue
+        match = _LINE.search(comment)
+        if match is None or match.group("codes") is None:
+            continue
+        line_text = lines.line_text(number) if number <= len(lines.line_starts) else ""
+        base = lines.line_starts[number - 1] + line_text.rfind(comment)
+        codes = tuple(
+            (code.group().upper(), base + code.start(), base + code.end())
+            for code in _A_CODE.finditer(comment, match.start("codes"), match.end("codes"))
+        )
+        found.append(
+            Directive(
+                number,
+                base + match.start(),
+                base + match.end(),
+                codes,
+                match.start() == 0,
+                comment[match.end() :],
+            )
+        )
+    return found
+
+
+def unused_noqa(
+    path: str, text: str, fired: list[tuple[str, int]], enabled: set[str], known: list[str]
+) -> list[Diagnostic]:
+    """TL003 for each `# noqa: CODES` with torchlint codes that suppress nothing on their line: unused (no
+    such finding there), non-enabled (the rule is off for this file) or unknown (no rule has the code). Codes
+    of other tools (`E501`, `F401`) are theirs to judge and are never reported nor removed; nor is a bare
+    `# noqa`, nor `TL003` itself. `fired`: (code, line) of every finding before suppression. The fix (safe)
+    removes the reported codes, and the directive with them when nothing else is left in it."""
+    fired_on: dict[int, set[str]] = {}
+    for code, line in fired:
+        fired_on.setdefault(line, set()).add(code)
+    found = []
+    for directive in directives(text):
+        here = fired_on.get(directive.line, set())
+        kinds: dict[str, list[str]] = {"unused": [], "non-enabled": [], "unknown": []}
+        reported = []
+        for code, start, end in directive.codes:
+            if not _TORCHLINT_CODE.match(code) or code == HYGIENE_CODE:
+                continue
+            if any(c.startswith(code) for c in here):
+                continue
+            if not any(c.startswith(code) for c in known):
+                kind = "unknown"
+            elif not any(c.startswith(code) for c in enabled):
+                kind = "non-enabled"
+            else:
+                kind = "unused"
+            kinds[kind].append(code)
+            reported.append((code, start, end))
+        if not reported:
+            continue
+        detail = "; ".join(
+            f"{kind}: {', '.join(f'`{code}`' for code in codes)}" for kind, codes in kinds.items() if codes
+        )
+        fix = Fix(_fix_title(reported), Applicability.SAFE, (_removal(text, directive, reported),))
+        found.append(
+            Diagnostic(
+                HYGIENE_CODE,
+                HYGIENE_NAME,
+                f"Unused `noqa` directive ({detail})",
+                Severity.WARNING,
+                path,
+                directive.start,
+                directive.end,
+                fix,
+            )
+        )
+    return found
+
+
+def _fix_title(reported: list[tuple[str, int, int]]) -> str:
+    codes = ", ".join(f"`{code}`" for code, _, _ in reported)
+    return f"Remove unused {codes} from the `noqa` directive"
+
+
+def _removal(text: str, directive: Directive, reported: list[tuple[str, int, int]]) -> Edit:
+    """The one edit that drops `reported` from `directive`: its other codes stay, in their order; with
+    none left the directive goes (and the space before it), the comment's other text stays."""
+    dropped = {start for _, start, _ in reported}
+    kept = [code for code, start, _ in directive.codes if start not in dropped]
+    first, last = directive.codes[0][1], directive.codes[-1][2]
+    if kept:
+        return Edit(first, last, ", ".join(kept))
+    if directive.starts_comment and directive.rest.strip():
+        return Edit(directive.start, directive.end, "#")  # `# noqa: TL304 - why` -> `# - why`
+    start, end = directive.start, directive.end
+    while start > 0 and text[start - 1] in " \t":
+        start -= 1
+    if directive.starts_comment:
+        end += len(directive.rest)  # only blanks follow
+    return Edit(start, end, "")

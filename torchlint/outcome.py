@@ -15,12 +15,15 @@ class RunOptions:
     fix: bool = False
     unsafe_fixes: bool = False
     diff: bool = False
-    overrides: CliOverrides = CliOverrides()  # --select, --extend-select, --ignore, --unsafe-fixes
+    overrides: CliOverrides = CliOverrides()  # --select, --ignore, --exclude, --config KEY=VALUE, ...
     config_file: Path | None = None
+    isolated: bool = False  # read no configuration file
     force_exclude: bool = False
-    jobs: int | None = None  # None: the CPUs this process may use
+    jobs: int | None = None  # None: chosen by the amount of source (torchlint.api.choose_jobs)
     cache: bool = True
+    cache_dir: Path | None = None  # None: `.torchlint_cache/` in each project root
     prefilter: bool = True
+    add_noqa: bool = False  # suppress every finding with a noqa directive on its line instead of reporting it
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Outcome:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: dict[str, LineIndex] = field(default_factory=dict)
     fixed: int = 0  # fixes applied (written, or shown with --diff)
+    fixed_codes: dict[str, dict[str, int]] = field(default_factory=dict)  # per file: rule code -> fixes
+    noqa_added: int = 0  # `--add-noqa`: suppressions written
     diffs: list[tuple[str, str, str]] = field(default_factory=list)  # (path, before, after)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -39,6 +44,7 @@ class Outcome:
     hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
     parsed: int = 0  # files that went through LibCST (phase 2)
     from_cache: int = 0  # files whose results came from the cache
+    processes: int = 1  # the processes the files were checked in (the chosen --jobs)
     replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
     observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
 
@@ -66,7 +72,16 @@ class Outcome:
             "files_unwritten",
         ):
             getattr(self, name).extend(getattr(other, name))
-        for name in ("fixed", "files_checked", "fixable", "hidden_fixes", "parsed", "from_cache"):
+        for name in (
+            "fixed",
+            "noqa_added",
+            "files_checked",
+            "fixable",
+            "hidden_fixes",
+            "parsed",
+            "from_cache",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.sources.update(other.sources)
+        self.fixed_codes.update(other.fixed_codes)
         self.observed.update(other.observed)

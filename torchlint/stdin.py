@@ -40,7 +40,12 @@ def run_stdin(options: RunOptions, raw: bytes, filename: Path | None) -> StdinRu
     try:
         options.overrides.validate(codes)
         resolver = SettingsResolver(
-            codes, options_by_rule, options.config_file, options.overrides, fs=linter.fs
+            codes,
+            options_by_rule,
+            options.config_file,
+            options.overrides,
+            fs=linter.fs,
+            isolated=options.isolated,
         )
         if filename is None:
             settings = resolver.for_directory(Path.cwd())
@@ -101,6 +106,7 @@ def _check(
         return source.raw
     if result.text != source.text:
         outcome.fixed = result.fixed
+        outcome.fixed_codes[display] = dict(result.fixed_codes)
         outcome.files_fixed.append(display)
         if options.diff:
             outcome.diffs.append((display, source.text, result.text))

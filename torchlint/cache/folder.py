@@ -12,8 +12,23 @@ from pathlib import Path
 
 from torchlint.workspace.fs import CACHE_FOLDER  # never walked, never part of an answer
 
-__all__ = ["CACHE_FOLDER", "prepare", "write_entry"]
+__all__ = ["CACHE_FOLDER", "cache_folder", "is_torchlint_cache", "prepare", "write_entry"]
 _TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is torchlint's cache; see https://bford.info/cachedir/\n"
+
+
+def cache_folder(root: Path, cache_dir: Path | None = None) -> Path:
+    """The cache of the project at `root`: `--cache-dir` (or TORCHLINT_CACHE_DIR) for every project when
+    given, else `.torchlint_cache/` in the project root."""
+    return Path(os.path.abspath(cache_dir)) if cache_dir is not None else root / CACHE_FOLDER
+
+
+def is_torchlint_cache(folder: Path) -> bool:
+    """Whether `folder` is a cache torchlint made (its CACHEDIR.TAG is ours): `torchlint clean` removes no
+    other folder, whatever `--cache-dir` names."""
+    try:
+        return (folder / "CACHEDIR.TAG").read_text() == _TAG and not linked(folder / "results")
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def linked(folder: Path) -> bool:

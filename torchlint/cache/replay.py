@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
-from torchlint.cache.folder import CACHE_FOLDER, linked, prepare, write_entry
+from torchlint.cache.folder import cache_folder, linked, prepare, write_entry
 from torchlint.cache.fs import RecordingFileSystem
 from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic, LineIndex
@@ -40,7 +40,7 @@ MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most 
 
 
 def replayable(options: RunOptions) -> bool:
-    return options.cache and not (options.fix or options.diff)
+    return options.cache and not (options.fix or options.diff or options.add_noqa)
 
 
 def replay(options: RunOptions) -> Outcome | None:
@@ -117,6 +117,7 @@ def _key(options: RunOptions) -> str:
         [os.path.abspath(path) for path in options.paths],
         settings,
         config,
+        options.isolated,
         options.force_exclude,
         options.prefilter,
         code_digest(),
@@ -129,7 +130,7 @@ def _key(options: RunOptions) -> str:
 def _record_path(options: RunOptions) -> Path:
     """Where the record lives: not part of the run's answer, so its root is looked up unrecorded."""
     root = project_root(Path(os.path.abspath(options.paths[0])), FileSystem())
-    return root / CACHE_FOLDER / "runs" / f"{_key(options)}.json"
+    return cache_folder(root, options.cache_dir) / "runs" / f"{_key(options)}.json"
 
 
 def _prune(folder: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
-from torchlint.cache.folder import CACHE_FOLDER, linked, write_entry
+from torchlint.cache.folder import cache_folder, linked, write_entry
 from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic
 from torchlint.workspace.fs import FileSystem
@@ -50,8 +50,8 @@ def file_list_digest(files: list[Path]) -> str:
 
 
 class ResultCache:
-    def __init__(self, root: Path, fs: FileSystem) -> None:
-        self.folder = root / CACHE_FOLDER / "results"
+    def __init__(self, root: Path, fs: FileSystem, cache_dir: Path | None = None) -> None:
+        self.folder = cache_folder(root, cache_dir) / "results"
         self.fs = fs  # the run's: the project files an entry depends on are read through it
         self._hashes: dict[Path, str | None] = {}
 

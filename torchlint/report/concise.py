@@ -6,10 +6,12 @@ from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex
 from torchlint.report.shown import shown, shown_path
+from torchlint.report.style import PLAIN, Style
 
 
-def write_concise(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+def write_concise(
+    diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO, style: Style = PLAIN
+) -> None:
     for d in diagnostics:
-        out.write(
-            f"{shown_path(d.path)}:{d.location.line}:{d.location.column}: {d.code} {shown(d.message)}\n"
-        )
+        where = f"{style.path(shown_path(d.path))}:{d.location.line}:{d.location.column}"
+        out.write(f"{where}: {style.code(d.code)} {shown(d.message)}\n")

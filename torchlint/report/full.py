@@ -9,13 +9,16 @@ from typing import TextIO
 
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
 from torchlint.report.shown import shown, shown_path
+from torchlint.report.style import PLAIN, Style
 
 
-def write_full(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
+def write_full(
+    diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO, style: Style = PLAIN
+) -> None:
     for d in diagnostics:
-        marker = " [*]" if d.fix and d.fix.applicability is Applicability.SAFE else ""
-        where = f"{shown_path(d.path)}:{d.location.line}:{d.location.column}"
-        out.write(f"{where}: {d.code}{marker} {shown(d.message)}\n")
+        marker = " " + style.fixable("[*]") if d.fix and d.fix.applicability is Applicability.SAFE else ""
+        where = f"{style.path(shown_path(d.path))}:{d.location.line}:{d.location.column}"
+        out.write(f"{where}: {style.code(d.code)}{marker} {shown(d.message)}\n")
         lines = sources.get(d.path)
         if lines is not None and d.location.line <= len(lines.line_starts):
             text = lines.line_text(d.location.line)
@@ -28,13 +31,14 @@ def write_full(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out
                 width = max(len(text) - start, 1)
             # Keep tabs in the padding so the caret lines up under tab-indented code.
             padding = "".join(ch if ch == "\t" else " " for ch in text[:start])
-            out.write(f"{gutter} |\n{number} | {shown(text)}\n{gutter} | {padding}{'^' * width} {d.code}\n")
-            out.write(f"{gutter} |\n")
+            bar = style.gutter(f"{gutter} |")
+            out.write(f"{bar}\n{style.gutter(f'{number} |')} {shown(text)}\n")
+            out.write(f"{bar} {padding}{style.caret('^' * width + ' ' + d.code)}\n{bar}\n")
             if d.fix is not None:
                 kind = {
                     Applicability.SAFE: "help",
                     Applicability.UNSAFE: "help (unsafe fix)",
                     Applicability.DISPLAY_ONLY: "help (suggestion)",
                 }[d.fix.applicability]
-                out.write(f"{gutter} = {kind}: {d.fix.title}\n")
+                out.write(f"{gutter} {style.gutter('=')} {style.help(kind)}: {d.fix.title}\n")
         out.write("\n")

@@ -1,10 +1,11 @@
 """Which files a run checks, and which settings govern each.
 
-Like ruff: directories are walked recursively for `.py` files; `exclude` patterns and `.gitignore` files prune
-the walk; a file named explicitly is checked even if excluded, unless `--force-exclude` (what pre-commit
-needs, since it names files). Settings come from the nearest `pyproject.toml` with a `[tool.torchlint]`
-table above each file, or from `--config` for all of them. Every file-system question (configs, .gitignore
-files, the walk, which paths are the same file) is asked of the run's FileSystem (`torchlint.workspace.fs`).
+Like ruff: directories are walked recursively for `.py` and `.pyi` files; `exclude` patterns and
+`.gitignore` files prune the walk; a file named explicitly is checked even if excluded, unless
+`--force-exclude` (what pre-commit needs, since it names files). Settings come from the nearest
+`pyproject.toml` with a `[tool.torchlint]` table above each file (none with `--isolated`), or from
+`--config` for all of them. Every file-system question (configs, .gitignore files, the walk, which paths are
+the same file) is asked of the run's FileSystem (`torchlint.workspace.fs`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import CliOverrides, ConfigError, Settings, has_tool_table, load_settings
 
+# What folder walks check: Python sources and stubs, as ruff does (notebooks are not read).
+PYTHON_SUFFIXES = (".py", ".pyi")
+
 
 class SettingsResolver:
     """Settings per directory, found once per directory and cached."""
@@ -32,6 +36,7 @@ class SettingsResolver:
         cli: CliOverrides | None = None,
         *,
         fs: FileSystem,
+        isolated: bool = False,
     ) -> None:
         self.fs = fs  # the run's: configs are read, and roots found, through it
         self.known_codes = known_codes
@@ -40,7 +45,10 @@ class SettingsResolver:
         self._by_dir: dict[Path, Settings] = {}
         self._by_file: dict[Path, Settings] = {}
         self._fixed: Settings | None = None
+        self.isolated = isolated  # `--isolated`: no configuration file is read, only the defaults
         self.roots: dict[Path, Path] = {}  # project_root's memo for this run
+        if config_file is not None and isolated:
+            raise ConfigError(f"--config {config_file}: a config file cannot be used with --isolated")
         if config_file is not None:
             if not fs.is_file(config_file):
                 raise ConfigError(f"{config_file}: config file does not exist")
@@ -50,7 +58,7 @@ class SettingsResolver:
         cached = self._by_file.get(path)
         if cached is None:
             settings = load_settings(path, self.known_codes, self.rule_options, self.fs)
-            cached = self._by_file[path] = settings.with_cli(self.cli)
+            cached = self._by_file[path] = self.cli.apply(settings, self.known_codes, self.rule_options)
         return cached
 
     def for_directory(self, directory: Path) -> Settings:
@@ -63,7 +71,7 @@ class SettingsResolver:
         found = self._by_dir.get(directory)
         if found is None:
             candidate = directory / "pyproject.toml"
-            if self.fs.is_file(candidate) and has_tool_table(candidate, self.fs):
+            if not self.isolated and self.fs.is_file(candidate) and has_tool_table(candidate, self.fs):
                 found = self._load(candidate)
             elif directory.parent != directory:
                 found = self.for_directory(directory.parent)
@@ -78,7 +86,7 @@ class SettingsResolver:
     def _defaults(self, root: Path) -> Settings:
         key = root / "<defaults>"
         if key not in self._by_file:
-            self._by_file[key] = Settings(root=root).with_cli(self.cli)
+            self._by_file[key] = self.cli.apply(Settings(root=root), self.known_codes, self.rule_options)
         return self._by_file[key]
 
     def for_file(self, path: Path) -> Settings:
@@ -267,7 +275,7 @@ def _expand(
     force_exclude: bool,
     notes: Notes,
 ) -> Iterator[tuple[Path, str]]:
-    if not resolver.fs.is_dir(path) or path.name.endswith(".py"):  # a folder named x.py is reported (TL002)
+    if not resolver.fs.is_dir(path) or path.name.endswith(PYTHON_SUFFIXES):  # a folder x.py: TL002
         if force_exclude and force_excluded(path, resolver.for_file(path), gitignore):
             return
         if path.name.endswith(".ipynb"):
@@ -371,13 +379,13 @@ def _walk(
             continue
         if inside.drops(child, settings, is_dir, gitignore, fs):
             continue
-        if not (entry.name.endswith(".py") or is_dir):
+        if not (entry.name.endswith(PYTHON_SUFFIXES) or is_dir):
             if entry.name.endswith(".ipynb"):
                 inside.notebooks.append(display_name(child))
             continue
         if fs.entry_kind(entry, follow_symlinks=False) == "link" and not inside.keeps(child):
             continue
-        if entry.name.endswith(".py"):  # a folder named x.py too: reported (TL002)
+        if entry.name.endswith(PYTHON_SUFFIXES):  # a folder named x.py too: reported (TL002)
             yield child, display_name(child)
         else:
             yield from _walk(child, resolver, gitignore, visited, force_exclude, inside)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from torchlint.workspace.fs import CACHE_FOLDER, FileSystem
 # The rule families: the hundred of a code (TL2xx is data loading). A family prefix (`TL4`) is a valid
 # selector before any of its rules ship; `torchlint rules` and the docs name families from here.
 FAMILIES = {
-    "0": "errors",
+    "0": "torchlint",  # its own: files it could not read, its noqa comments
     "1": "compile",
     "2": "data loading",
     "3": "mixed precision",
@@ -46,13 +47,23 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class CliOverrides:
-    """The command-line options that change settings, applied over each file's `[tool.torchlint]`:
-    `--select` replaces, `--extend-select` and `--ignore` add, `--unsafe-fixes` turns on."""
+    """The command-line options that change settings, applied over each file's `[tool.torchlint]` (or over
+    the defaults, with `--isolated`): first the `--config KEY=VALUE` overrides (`config`, already parsed by
+    `parse_inline`), then the flags. `--select`, `--exclude`, `--per-file-ignores` replace; `--extend-select`,
+    `--ignore` (and `--extend-ignore`), `--extend-exclude`, `--extend-per-file-ignores` add; the others set
+    (None: not given)."""
 
     select: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    unsafe_fixes: bool = False
+    unsafe_fixes: bool | None = None
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    extend_per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    respect_gitignore: bool | None = None
+    torch_version: tuple[int, int] | None = None
+    config: tuple[tuple[str, Any], ...] = ()  # `--config KEY=VALUE`, in the order given
 
     def validate(self, known: list[str]) -> None:
         """ConfigError naming the option for a selector that is not a rule code or prefix."""
@@ -62,6 +73,50 @@ class CliOverrides:
             ("--ignore", self.ignore),
         ):
             validate_selectors(selectors, known, option)
+        for option, entries in (
+            ("--per-file-ignores", self.per_file_ignores or ()),
+            ("--extend-per-file-ignores", self.extend_per_file_ignores),
+        ):
+            for pattern, codes in entries:
+                validate_selectors(codes, known, f"{option}: {pattern!r}")
+                _validate_patterns((pattern,), option)
+        for option, patterns in (
+            ("--exclude", self.exclude or ()),
+            ("--extend-exclude", self.extend_exclude),
+        ):
+            _validate_patterns(patterns, option)
+
+    def apply(self, settings: Settings, known: list[str], rule_options: dict[str, dict]) -> Settings:
+        """These overrides over `settings` (a file's, or the defaults)."""
+        changes: dict[str, Any] = {}
+        if self.config:
+            changes.update(
+                _changes_from_table(dict(self.config), lambda k: f"--config {k}", known, rule_options)
+            )
+            settings = replace(settings, **changes)
+            changes = {}
+        if self.select:
+            changes["select"] = self.select
+        if self.extend_select:
+            changes["extend_select"] = settings.extend_select + self.extend_select
+        if self.ignore:
+            changes["ignore"] = settings.ignore + self.ignore
+        if self.unsafe_fixes is not None:
+            changes["unsafe_fixes"] = self.unsafe_fixes
+        if self.per_file_ignores is not None:
+            changes["per_file_ignores"] = self.per_file_ignores
+        if self.extend_per_file_ignores:
+            base = changes.get("per_file_ignores", settings.per_file_ignores)
+            changes["per_file_ignores"] = base + self.extend_per_file_ignores
+        if self.exclude is not None:
+            changes["exclude"] = self.exclude
+        if self.extend_exclude:
+            changes["extend_exclude"] = settings.extend_exclude + self.extend_exclude
+        if self.respect_gitignore is not None:
+            changes["respect_gitignore"] = self.respect_gitignore
+        if self.torch_version is not None:
+            changes["torch_version"] = self.torch_version
+        return replace(settings, **changes) if changes else settings
 
 
 @dataclass(frozen=True)
@@ -80,19 +135,6 @@ class Settings:
     # The folder relative patterns are anchored at (the config file's folder), and the file itself.
     root: Path = field(default_factory=Path.cwd)
     source: Path | None = None
-
-    def with_cli(self, overrides: CliOverrides) -> Settings:
-        """The command line's options over the file's settings."""
-        changes: dict[str, Any] = {}
-        if overrides.select:
-            changes["select"] = overrides.select
-        if overrides.extend_select:
-            changes["extend_select"] = self.extend_select + overrides.extend_select
-        if overrides.ignore:
-            changes["ignore"] = self.ignore + overrides.ignore
-        if overrides.unsafe_fixes:
-            changes["unsafe_fixes"] = True
-        return replace(self, **changes) if changes else self
 
     @property
     def excludes(self) -> tuple[str, ...]:
@@ -147,6 +189,48 @@ _KEYS: dict[str, str] = {
     "unsafe-fixes": "true or false",
     "rule-options": "table of rule code = table of options",
 }
+
+
+# What `torchlint config [KEY]` prints: each key's default and meaning (README's Configuration table).
+KEY_DOCS: dict[str, tuple[str, str]] = {
+    "select": ('["ALL"]', "Rule codes or prefixes to enable (`--select` replaces it)."),
+    "extend-select": ("[]", "Rule codes or prefixes to enable in addition to `select`."),
+    "ignore": ("[]", "Rule codes or prefixes to disable (`--ignore` and `--extend-ignore` add to it)."),
+    "per-file-ignores": (
+        "{}",
+        "Codes to disable in the files a glob matches (.gitignore syntax, relative to the config's folder).",
+    ),
+    "exclude": (
+        "[" + ", ".join(f'"{e}"' for e in DEFAULT_EXCLUDES) + "]",
+        "Paths that folder walks skip (.gitignore syntax, relative to the config's folder); "
+        "replaces the defaults.",
+    ),
+    "extend-exclude": ("[]", "More excludes, added to `exclude`."),
+    "respect-gitignore": ("true", "Skip the files that `.gitignore` files ignore."),
+    "device": (
+        '"auto"',
+        "What to assume when the code does not say which device it trains on: `cpu` silences the rules that "
+        "only matter on a GPU (TL101, TL201, TL202, TL301); `cuda` treats an unknown device as CUDA.",
+    ),
+    "torch-version": (
+        "none",
+        'The oldest torch the project supports ("MAJOR.MINOR"); '
+        "rules whose replacement API is newer stay silent.",
+    ),
+    "unsafe-fixes": ("false", "Let `--fix` apply unsafe fixes, as if `--unsafe-fixes` were given."),
+    "rule-options": (
+        "{}",
+        "Options for one rule, `[tool.torchlint.rule-options.TLxxx]` (no rule has any yet).",
+    ),
+}
+
+
+def describe_key(key: str) -> tuple[str, str, str] | None:
+    """(default, type, meaning) of a `[tool.torchlint]` key, for `torchlint config KEY`; None if unknown."""
+    if key not in KEY_DOCS:
+        return None
+    default, meaning = KEY_DOCS[key]
+    return default, _KEYS[key], meaning
 
 
 def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
@@ -221,6 +305,27 @@ def _settings_from_table(
     def where(key: str) -> str:
         return f"{path}: {prefix + '.' if prefix else ''}{key}"
 
+    changes = _changes_from_table(table, where, known, rule_options)
+    return Settings(root=path.parent.resolve(), source=path, **changes)
+
+
+def parse_inline(text: str) -> tuple[str, Any]:
+    """`--config KEY=VALUE` (the value in TOML: `--config 'select = ["TL3"]'`) -> (key, value); the value is
+    validated when it is applied, as a config file's would be."""
+    document = _parse(Path("--config"), text)
+    if len(document) != 1:
+        raise ConfigError(f"--config: expected one KEY = VALUE (a TOML key and value), got {text!r}")
+    ((key, value),) = document.items()
+    if key not in _KEYS:
+        raise ConfigError(f"--config {key}: unknown key (known: {', '.join(sorted(_KEYS))})")
+    return key, value
+
+
+def _changes_from_table(
+    table: dict[str, Any], where: Callable[[str], str], known: list[str], rule_options: dict[str, dict]
+) -> dict[str, Any]:
+    """The Settings fields a table sets, validated; `where(key)` names a key in an error."""
+
     def expect(key: str, ok: bool) -> None:
         if not ok:
             raise ConfigError(f"{where(key)}: expected {_KEYS[key]}, got {table[key]!r}")
@@ -236,7 +341,7 @@ def _settings_from_table(
         expect(key, isinstance(value, list) and all(isinstance(v, str) for v in value))
         return tuple(value)
 
-    changes: dict[str, Any] = {"root": path.parent.resolve(), "source": path}
+    changes: dict[str, Any] = {}
     for key in ("select", "extend-select", "ignore"):
         codes = string_list(key)
         if codes is not None:
@@ -268,14 +373,18 @@ def _settings_from_table(
         expect("device", table["device"] in DEVICES)
         changes["device"] = table["device"]
     if "torch-version" in table:
-        value = table["torch-version"]
-        match = re.fullmatch(r"(\d+)\.(\d+)(\.\d+)?", value) if isinstance(value, str) else None
-        expect("torch-version", match is not None)
-        assert match is not None
-        changes["torch_version"] = (int(match.group(1)), int(match.group(2)))
+        version = parse_torch_version(table["torch-version"])
+        expect("torch-version", version is not None)
+        changes["torch_version"] = version
     if "rule-options" in table:
         changes["rule_options"] = _rule_options(table["rule-options"], where("rule-options"), rule_options)
-    return Settings(**changes)
+    return changes
+
+
+def parse_torch_version(value: Any) -> tuple[int, int] | None:
+    """`"2.1"` or `"2.1.3"` -> (2, 1); None for anything else."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(\.\d+)?", value) if isinstance(value, str) else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _rule_options(value: Any, where: str, declared: dict[str, dict]) -> dict[str, dict[str, Any]]:

@@ -149,12 +149,12 @@ class DatasetAnalysis:
                 return self._why_unpicklable(expr.args[0].value, scope, depth + 1)
             local = self.source.local_class(expr.func, scope)
             if local is not None and local.scope.kind is ScopeKind.FUNCTION:
-                return f"`{local.name}` is a class defined inside a function"
+                return f"an instance of `{local.name}`, a class defined inside a function"
             return None
         if isinstance(expr, cst.Name):
             for binding in scope.lookup(expr.value):
                 if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
-                    return f"`{expr.value}` is defined inside a function"
+                    return f"`{expr.value}`, a function defined inside a function"
                 if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
                     why = self._why_unpicklable(binding.value, binding.scope, depth + 1)
                     if why:

@@ -1,0 +1,26 @@
+"""`grouped`: the findings under their file's name, `line:col CODE message`, lines and columns aligned (ruff's
+`grouped`)."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import TextIO
+
+from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
+from torchlint.report.shown import shown, shown_path
+from torchlint.report.style import PLAIN, Style
+
+
+def write_grouped(
+    diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO, style: Style = PLAIN
+) -> None:
+    for path, group in groupby(diagnostics, key=lambda d: d.path):
+        found = list(group)
+        rows = max(len(str(d.location.line)) for d in found)
+        columns = max(len(str(d.location.column)) for d in found)
+        out.write(f"{style.path(shown_path(path))}:\n")
+        for d in found:
+            marker = " " + style.fixable("[*]") if d.fix and d.fix.applicability is Applicability.SAFE else ""
+            where = f"{d.location.line:>{rows}}:{d.location.column:<{columns}}"
+            out.write(f"  {where} {style.code(d.code)}{marker} {shown(d.message)}\n")
+        out.write("\n")
