@@ -270,3 +270,29 @@ def test_hidden_options_are_never_suggested(project):
     assert "No such option '--no-prefilte'" in result.stderr
     assert "--no-prefilter" not in result.stderr
     assert "Did you mean one of: '--cache-dir', '--no-cache'?" in invoke("--no-cach").stderr
+
+
+def test_show_files_lists_what_a_run_would_check_and_checks_nothing(project):
+    """ruff's --show-files: what discovery found, as absolute paths, with what it left out on stderr."""
+    (project / "train.py").write_text(DEPRECATED)
+    (project / "pkg").mkdir()
+    (project / "pkg" / "model.py").write_text("x = 1\n")
+    (project / "explore.ipynb").write_text("{}")
+    result = invoke("--show-files")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [str(project / "pkg" / "model.py"), str(project / "train.py")]
+    assert "1 notebook not checked" in result.stderr
+
+
+def test_show_settings_prints_the_first_file_s_settings_and_enabled_rules(project):
+    (project / "train.py").write_text(DEPRECATED)
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL3"]\nignore = ["TL304"]\n')
+    result = invoke("--show-settings")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        f"Resolved settings for: {project / 'train.py'}",
+        f"Settings path: {project / 'pyproject.toml'}",
+    ]
+    assert "select = ('TL3',)" in lines and "ignore = ('TL304',)" in lines
+    assert lines[-1] == "enabled rules = TL301, TL302, TL303, TL305, TL306, TL307"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from torchlint.workspace.discovery import Target
     from torchlint.workspace.source import SourceFile
 
-__all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "replay", "run", "verify"]
+__all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "discovered", "replay", "run", "verify"]
 
 # The default number of processes is chosen by the work a run has, not by its number of files: each worker
 # pays LibCST's and the rules' import (about half a second) and builds its own copy of the project's
@@ -93,11 +93,21 @@ def verify(
     return run_verify(options, on_start, on_end)
 
 
-def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
+def discovered(options: RunOptions, linter: Linter | None = None) -> tuple[list[Target], Outcome]:
+    """The files a run would check, each with its settings, and what discovery said (`--show-files`,
+    `--show-settings`): the run's own discovery, nothing checked."""
+    from torchlint.linter import Linter
+
+    linter = linter or Linter(prefilter=options.prefilter)
+    outcome = Outcome()
+    return _discover(options, linter, linter.fs, outcome), outcome
+
+
+def _discover(options: RunOptions, linter: Linter, fs: FileSystem, outcome: Outcome) -> list[Target]:
+    """Empty, with the error in `outcome`, when the configuration is wrong."""
     from torchlint.workspace.discovery import Notes, SettingsResolver, discover
     from torchlint.workspace.settings import ConfigError
 
-    outcome = Outcome()
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
     try:
@@ -105,11 +115,17 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         resolver = SettingsResolver(
             codes, options_by_rule, options.config_file, options.overrides, fs=fs, isolated=options.isolated
         )
-        targets = discover(
-            options.paths, resolver, options.force_exclude, Notes(outcome.warnings, outcome.errors)
-        )
+        notes = Notes(outcome.warnings, outcome.errors)
+        return discover(options.paths, resolver, options.force_exclude, notes)
     except ConfigError as error:
         outcome.errors.append(str(error))
+        return []
+
+
+def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
+    outcome = Outcome()
+    targets = _discover(options, linter, fs, outcome)
+    if not targets and outcome.errors:
         return outcome
 
     if targets and not any(linter.rules_for(target.settings, target.display) for target in targets):

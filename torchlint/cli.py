@@ -238,6 +238,10 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
     envvar="TORCHLINT_CACHE_DIR",
     help="The cache's folder (default: .torchlint_cache/ in each project root).",
 )
+@click.option("--show-files", is_flag=True, help="List the files a run would check, and check nothing.")
+@click.option(
+    "--show-settings", is_flag=True, help="Print the settings of the first file to check, and check nothing."
+)
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (to test the prefilter).")
 @click.option("--show-phase2-count", is_flag=True, hidden=True, help="Print how many files were parsed.")
 def check(
@@ -273,6 +277,8 @@ def check(
     jobs: int | None,
     no_cache: bool,
     cache_dir: Path | None,
+    show_files: bool,
+    show_settings: bool,
     no_prefilter: bool,
     show_phase2_count: bool,
 ) -> None:
@@ -319,6 +325,8 @@ def check(
         prefilter=not no_prefilter,
         add_noqa=add_noqa,
     )
+    if (show_files or show_settings) and not stdin:
+        _show_discovery(options, show_files, show_settings)
     if stdin:
         from torchlint.stdin import run_stdin
 
@@ -362,6 +370,39 @@ def check(
             else:
                 report.findings(show_fixes)
     sys.exit(_exit_code(outcome, options, exit_zero, fix_only, exit_non_zero_on_fix))
+
+
+def _show_discovery(options, show_files: bool, show_settings: bool) -> NoReturn:
+    """ruff's --show-files / --show-settings: what a run would check and with which settings; exit 2 when
+    discovery hit an error (the listing is then incomplete), else 0."""
+    from dataclasses import fields
+
+    from torchlint.api import discovered
+    from torchlint.linter import Linter
+    from torchlint.report.shown import shown
+
+    linter = Linter(prefilter=options.prefilter)
+    targets, outcome = discovered(options, linter)
+    for message in outcome.warnings:
+        click.echo(f"warning: {shown(message)}", err=True)
+    for message in outcome.errors:
+        click.echo(f"error: {shown(message)}", err=True)
+    if show_files:
+        for target in sorted(targets, key=lambda t: str(t.path.absolute())):
+            click.echo(shown(str(target.path.absolute())))
+    if show_settings and targets:
+        target = targets[0]
+        settings = target.settings
+        click.echo(f"Resolved settings for: {shown(str(target.path.absolute()))}")
+        click.echo(f"Settings path: {shown(str(settings.source)) if settings.source else '(defaults)'}")
+        for item in fields(settings):
+            if item.name not in ("root", "source"):
+                click.echo(f"{item.name.replace('_', '-')} = {getattr(settings, item.name)!r}")
+        enabled = [rule.code for rule in linter.rules_for(settings, target.display)]
+        click.echo(f"enabled rules = {', '.join(enabled) or '(none)'}")
+    elif show_settings:
+        click.echo("warning: no file to show the settings of", err=True)
+    sys.exit(2 if outcome.errors else 0)
 
 
 def _usage_error(message: str) -> NoReturn:

@@ -21,7 +21,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.fix.apply import apply
 from torchlint.fix.model import Applicability
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
-from torchlint.workspace.discovery import MissingPath, SettingsResolver, Target, discover
+from torchlint.workspace.discovery import SettingsResolver, Target, discover
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
@@ -196,7 +196,7 @@ def plan(
         overrides.validate(codes)
         resolver = SettingsResolver(codes, options_by_rule, config_file, overrides, fs=linter.fs)
         targets = discover(sorted(project_files(script, linter.fs)), resolver, force_exclude=False)
-    except (ConfigError, MissingPath) as error:
+    except ConfigError as error:
         raise PatchError(str(error)) from error
 
     result = Plan([Variant("original", "original")], [])
