@@ -235,14 +235,18 @@ def test_silent_prints_nothing_but_the_exit_code_tells(project):
     result = invoke("--silent", "--no-cache")
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", "")
     assert invoke("-s", "--no-cache", "--output-format", "json").stdout == ""
-    missing = invoke("-s", "missing.py")
-    assert (missing.exit_code, missing.stderr) == (2, "error: missing.py: no such file or directory\n")
+    missing = invoke("-s", "missing.py")  # a TL002 finding: silent, the exit code tells
+    assert (missing.exit_code, missing.stdout, missing.stderr) == (1, "", "")
+    wrong = invoke("-s", "--select", "TL999")  # errors still go to stderr
+    assert (wrong.exit_code, wrong.stdout) == (2, "")
+    assert wrong.stderr.startswith("error: ")
 
 
 def test_e_is_exit_zero(project):
     (project / "train.py").write_text(DEPRECATED)
     assert invoke("-e").exit_code == 0
-    assert invoke("-e", "missing.py").exit_code == 2
+    assert invoke("-e", "missing.py").exit_code == 0  # a TL002 finding, which -e masks
+    assert invoke("-e", "--select", "TL999").exit_code == 2  # an error, which it never masks
 
 
 @pytest.mark.parametrize("typo, command", [("rlues", "rules"), ("chek", "check"), ("lintr", "linter")])
@@ -259,9 +263,13 @@ def test_a_path_that_looks_like_a_subcommand_is_still_checked(project):
     (project / "rlues").mkdir()
     (project / "rlues" / "train.py").write_text(DEPRECATED)
     assert invoke("rlues", "-q", "--output-format", "concise").stdout.startswith("rlues/train.py:3:6: TL303")
-    missing = invoke("rlues.py")  # a file name, not a word: missing, as before
-    assert (missing.exit_code, missing.stderr) == (2, "error: rlues.py: no such file or directory\n")
-    assert invoke("check", "chek").stderr == "error: chek: no such file or directory\n"
+    missing = invoke("rlues.py", "--output-format", "concise")  # a file name, not a word: a missing path
+    assert (missing.exit_code, missing.stdout.splitlines()[0]) == (
+        1,
+        "rlues.py:1:1: TL002 rlues.py: cannot read: No such file or directory",
+    )
+    named = invoke("check", "chek", "--output-format", "concise")
+    assert named.stdout.splitlines()[0] == "chek:1:1: TL002 chek: cannot read: No such file or directory"
 
 
 def test_hidden_options_are_never_suggested(project):
