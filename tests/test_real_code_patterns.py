@@ -204,3 +204,109 @@ for epoch in range(3):
         + STEP
     )
     assert codes_and_lines(source, select=("TL2",)) == []
+
+
+TRAINER_CLASS = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Trainer:
+    def __init__(self, model, train_data, val_data, optimizer, gpu_id):
+        self.model = model.to(gpu_id)
+        self.train_data = train_data
+        self.val_data = val_data
+        self.optimizer = optimizer
+        self.gpu_id = gpu_id
+
+    def _run_batch(self, source, targets):
+        self.optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(self.model(source), targets)
+        loss.backward()
+        self.optimizer.step()
+
+    def _run_epoch(self):
+        for source, targets in self.train_data:
+            source = source.to(self.gpu_id)
+            targets = targets.to(self.gpu_id)
+            self._run_batch(source, targets)
+
+    def evaluate(self):
+        with torch.no_grad():
+            for source, targets in self.val_data:
+                self.model(source.to(self.gpu_id))
+
+    def train(self, epochs):
+        for epoch in range(epochs):
+            self._run_epoch()
+
+
+def build_loader(dataset):
+    return DataLoader(dataset, batch_size=32, pin_memory=True, shuffle=True)
+
+
+def main(rank, epochs):
+    torch.cuda.set_device(rank)
+    train_data = build_loader(train_set)
+    val_data = DataLoader(val_set, batch_size=32)
+    trainer = Trainer(model, train_data, val_data, optimizer, rank)
+    trainer.train(epochs)
+
+
+if __name__ == "__main__":
+    main(0, 10)
+"""
+
+
+def test_a_loader_handed_to_a_trainer_class_feeds_the_loop_of_its_methods():
+    # `Trainer(model, train_data, ...)` runs `__init__`, which keeps the loader in `self.train_data`; the
+    # evaluation loader kept beside it feeds no training loop. `.to(self.gpu_id)` is a move to the GPU.
+    assert codes_and_lines(TRAINER_CLASS, select=("TL2",)) == [
+        ("TL205", 21),
+        ("TL205", 22),
+        ("TL201", 36),
+    ]
+
+
+SWAPPED_FOR_TESTS = """\
+import os
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+
+
+def get_dataloaders(accelerator, batch_size):
+    train = DataLoader(train_set, shuffle=True, batch_size=batch_size)
+    evaluation = DataLoader(eval_set, shuffle=False, batch_size=batch_size)
+    return train, evaluation
+
+
+if os.environ.get("TESTING_MOCKED_DATALOADERS") == "1":
+    from accelerate.test_utils.training import mocked_dataloaders
+
+    get_dataloaders = mocked_dataloaders
+
+
+def training_function():
+    accelerator = Accelerator()
+    train_loader, eval_loader = get_dataloaders(accelerator, 16)
+    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
+    for epoch in range(3):
+        for batch in train_loader:
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    training_function()
+"""
+
+
+def test_a_loader_factory_swapped_for_a_mock_in_tests_still_feeds_training():
+    # The factory's name is rebound to another function on some runs only: the def is what runs otherwise.
+    assert codes_and_lines(SWAPPED_FOR_TESTS, select=("TL201", "TL202")) == [("TL201", 8), ("TL202", 8)]
+    rebound_in_function = SWAPPED_FOR_TESTS.replace(
+        "    train_loader, eval_loader = get_dataloaders(",
+        "    get_dataloaders = pick()\n    train_loader, eval_loader = get_dataloaders(",
+    )
+    assert codes_and_lines(rebound_in_function, select=("TL201", "TL202")) == []

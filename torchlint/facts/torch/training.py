@@ -308,7 +308,7 @@ class TrainingAnalysis:
         for source in sources:
             yield source, per_epoch
             if isinstance(source, ParamSource) and depth < MAX_DEPTH:
-                for call in self.source.calls_of(source.function):
+                for call in self.source.callers_of(source.function):
                     argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
