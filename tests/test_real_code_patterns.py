@@ -310,3 +310,212 @@ def test_a_loader_factory_swapped_for_a_mock_in_tests_still_feeds_training():
         "    get_dataloaders = pick()\n    train_loader, eval_loader = get_dataloaders(",
     )
     assert codes_and_lines(rebound_in_function, select=("TL201", "TL202")) == []
+
+
+def project_findings(root, files: dict[str, str], checked: str, select=("TL2",)) -> list[tuple[str, int]]:
+    """The findings of one file of a small project written under `root`."""
+    import textwrap
+
+    from support import settings
+
+    from torchlint.linter import Linter
+
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    path = root / checked
+    found = Linter().check_text(str(path), path.read_text(), settings(select=select))
+    return [(d.code, d.location.line) for d in found]
+
+
+WRAPPED = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+def on_device(loader, device):
+    for batch in loader:
+        yield [t.to(device) for t in batch]
+
+
+def wrap_loader(loader):
+    return LoggingLoader(loader)
+
+
+def main():
+    device = torch.device("cuda")
+    train_loader = DataLoader(train_set, batch_size=64, num_workers=4, persistent_workers=True)
+    val_loader = DataLoader(val_set, batch_size=64)
+    train_batches = wrap_loader(train_loader)
+    val_batches = wrap_loader(val_loader)
+    for epoch in range(10):
+        for x, y in on_device(train_batches, device):
+            loss = model(x, y)
+            loss.backward()
+            optimizer.step()
+        for x, y in on_device(val_batches, device):
+            model(x, y)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_loader_passed_through_project_functions_that_return_it_reaches_its_loop():
+    # `wrap_loader` and `on_device` hand back (a wrapper of) what this very call gives them: the training
+    # loader feeds training, the evaluation loader that goes through the same functions does not.
+    assert codes_and_lines(WRAPPED, select=("TL201", "TL202")) == [("TL202", 16)]
+
+
+def test_a_call_of_an_unknown_library_hands_back_its_keyword_argument():
+    source = """\
+import torch
+from torch.utils.data import DataLoader
+from backend import distribute
+
+device = torch.device("cuda")
+loader = DataLoader(train_set, batch_size=64, num_workers=4, persistent_workers=True)
+held_out = DataLoader(val_set, batch_size=64)
+batches = distribute(training_data=loader)
+for epoch in range(10):
+    for x, y in batches:
+        model(x.to(device), y.to(device)).backward()
+        optimizer.step()
+"""
+    assert codes_and_lines(source, select=("TL201", "TL202")) == [("TL202", 6)]
+
+
+def test_a_wrapper_in_another_file_hands_back_the_loader_it_is_given(tmp_path):
+    files = {
+        "helpers.py": """\
+            def prepare(loader, accelerator):
+                return accelerator.prepare(loader)
+        """,
+        "train.py": """\
+            import torch
+            from torch.utils.data import DataLoader
+            from helpers import prepare
+
+            def main(accelerator):
+                device = torch.device("cuda")
+                loader = prepare(DataLoader(train_set, batch_size=64, num_workers=4, pin_memory=True), accelerator)
+                held_out = prepare(DataLoader(val_set, batch_size=64), accelerator)
+                for epoch in range(10):
+                    for x in loader:
+                        model(x.to(device, non_blocking=True)).backward()
+                        optimizer.step()
+
+            if __name__ == "__main__":
+                main(None)
+        """,
+    }
+    assert project_findings(tmp_path, files, "train.py") == [("TL203", 7)]
+
+
+PACKAGE = {
+    "data/__init__.py": """\
+        from .build import build_loader
+    """,
+    "data/build.py": """\
+        from .images import image_loader
+        from .text import text_loader
+
+        def build_loader(cfg, train=True):
+            return image_loader(cfg, train) if cfg.kind == "image" else text_loader(cfg, train)
+    """,
+    "data/images.py": """\
+        from torch.utils.data import DataLoader
+
+        def image_loader(cfg, train):
+            return DataLoader(cfg.images, batch_size=64, shuffle=train, num_workers=8)
+    """,
+    "data/text.py": """\
+        from torch.utils.data import DataLoader
+
+        def text_loader(cfg, train):
+            return DataLoader(cfg.text, batch_size=64, shuffle=train)
+    """,
+    "unused.py": """\
+        from torch.utils.data import DataLoader
+
+        def never_trained(cfg):
+            return DataLoader(cfg.text, batch_size=64)
+    """,
+    "train.py": """\
+        import torch
+        from data import build_loader
+
+        def main(cfg):
+            device = torch.device("cuda")
+            loader = build_loader(cfg)
+            for epoch in range(10):
+                for x in loader:
+                    model(x.to(device)).backward()
+                    optimizer.step()
+
+        if __name__ == "__main__":
+            main(None)
+    """,
+}
+
+
+def test_a_factory_re_exported_by_a_package_and_dispatching_feeds_training(tmp_path):
+    # `from data import build_loader` reaches data/build.py through data/__init__.py; build_loader returns
+    # one of two other factories' loaders, each of which feeds training.
+    assert project_findings(tmp_path, PACKAGE, "data/images.py") == [("TL202", 4), ("TL203", 4)]
+    assert project_findings(tmp_path, PACKAGE, "data/text.py") == [("TL201", 4), ("TL202", 4)]
+    assert project_findings(tmp_path, PACKAGE, "unused.py") == []
+
+
+FLAGGED_FACTORY = {
+    "loaders.py": """\
+        from torch.utils.data import DataLoader
+
+        def create_loader(dataset, batch_size=32, is_training=False, num_workers=4):
+            if is_training:
+                loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)
+            else:
+                loader = DataLoader(dataset, batch_size=batch_size, num_workers=2)
+            return loader
+
+        def split_loader(dataset, split="train"):
+            if split == "train":
+                return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=4, pin_memory=True)
+            return DataLoader(dataset, batch_size=32, num_workers=3, pin_memory=True)
+    """,
+    "train.py": """\
+        import torch
+        from loaders import create_loader, split_loader
+
+        def main(args):
+            device = torch.device("cuda")
+            train_kwargs = dict(is_training=True)
+            train_loader = create_loader(train_set, **train_kwargs)
+            eval_loader = create_loader(eval_set, num_workers=2)
+            extra = split_loader(extra_set)
+            for epoch in range(10):
+                for x in train_loader:
+                    model(x.to(device)).backward()
+                    optimizer.step()
+                for x in extra:
+                    model(x.to(device, non_blocking=True)).backward()
+                    optimizer.step()
+                for x in eval_loader:
+                    model(x.to(device))
+
+        if __name__ == "__main__":
+            main(None)
+    """,
+}
+
+
+def test_a_factory_called_with_a_training_flag_feeds_training_with_that_branch_only(tmp_path):
+    # `is_training=True` (through a dict) picks the first loader; the call with the default picks the second,
+    # which only evaluates. `split` defaults to "train": the second `return` is not reached by that call.
+    assert project_findings(tmp_path, FLAGGED_FACTORY, "loaders.py") == [
+        ("TL202", 5),
+        ("TL203", 5),
+        ("TL203", 12),
+    ]

@@ -204,6 +204,27 @@ class SourceModule:
                 return self._function_by_node.get(id(binding.node))
         return None
 
+    def exported_function(self, name: str) -> tuple[SourceModule, FunctionRecord] | None:
+        """The module-level function `name` means here: defined in this module, or imported into it from
+        another project file (a package's `__init__.py` re-exporting `from .build import build_loader`)."""
+        function = self.top_level_function(name)
+        if function is not None:
+            return self, function
+        bindings = self.module_scope.bindings.get(name, [])
+        if self.project is None or self.file is None or name in self._exporting:
+            return None
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT or not bindings[0].qualname:
+            return None
+        self._exporting.add(name)  # a cycle of re-exports ends here
+        try:
+            return self.project.resolve_function(self.file, bindings[0].qualname)
+        finally:
+            self._exporting.discard(name)
+
+    @cached_property
+    def _exporting(self) -> set[str]:
+        return set()
+
     def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[SourceModule, FunctionRecord] | None:
         """The function a call runs, in this module (a def, a method on self) or in another project file."""
         func = call.func
