@@ -519,3 +519,47 @@ def test_a_factory_called_with_a_training_flag_feeds_training_with_that_branch_o
         ("TL203", 5),
         ("TL203", 12),
     ]
+
+
+CUDA_PATH_ONLY = """\
+import torch
+from torch.utils.data import DataLoader
+
+use_cuda = torch.cuda.is_available()
+device = torch.device("cuda" if use_cuda else "cpu")
+kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
+train_kwargs = {"batch_size": 64}
+cuda_kwargs = {"num_workers": 2, "shuffle": True}
+if use_cuda:
+    train_kwargs.update(cuda_kwargs)
+    train_kwargs.update(pin_memory=True)
+first = DataLoader(train_set, shuffle=True, **kwargs)
+second = DataLoader(train_set, **train_kwargs)
+for epoch in range(10):
+    for x in first:
+        model(x.to(device, non_blocking=True)).backward()
+        optimizer.step()
+    for x in second:
+        model(x.to(device, non_blocking=True)).backward()
+        optimizer.step()
+"""
+
+
+def test_workers_set_on_the_accelerator_path_only_need_persistent_workers_there():
+    # The author chose workers for CUDA training; the CPU path keeps 0 workers, where
+    # `persistent_workers=True` would raise, so the fix goes into the dict that sets them.
+    assert codes_and_lines(CUDA_PATH_ONLY, select=("TL2",)) == [("TL203", 12), ("TL203", 13)]
+    fixed = fix(CUDA_PATH_ONLY, select=("TL203",))
+    assert (
+        'kwargs = {"num_workers": 1, "persistent_workers": True, "pin_memory": True} if use_cuda else {}'
+        in fixed
+    )
+    assert 'cuda_kwargs = {"num_workers": 2, "persistent_workers": True, "shuffle": True}' in fixed
+    assert codes_and_lines(fixed, select=("TL2",)) == []
+
+
+def test_a_worker_count_the_user_sets_on_one_path_only_stays_theirs():
+    source = CUDA_PATH_ONLY.replace('"num_workers": 1', '"num_workers": args.workers').replace(
+        '"num_workers": 2', '"num_workers": 2, "persistent_workers": False'
+    )
+    assert codes_and_lines(source, select=("TL203",)) == []

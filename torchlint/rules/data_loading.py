@@ -169,14 +169,32 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
-            if workers is None or workers.conditional or not _may_start_workers(workers):
+            if workers is None:
+                continue
+            if workers.conditional:
+                # Workers chosen for the accelerator path only (`kwargs.update(num_workers=1, ...)` under
+                # `if use_cuda:`): that path restarts them every epoch. Judged only for a positive constant,
+                # and fixed beside it, so the other path keeps its 0 workers.
+                if not _positive(workers.value.literal) or not workers.value.is_literal:
+                    continue
+                message = (
+                    f"`{loader.callee_text}` is iterated every epoch with worker processes (on the path "
+                    "that sets `num_workers`) but without `persistent_workers=True`: every epoch starts all "
+                    "of its workers again"
+                )
+                yield self.finding_on_loader(facts, loader, message, self._fix_beside(facts, workers))
+                continue
+            if not _may_start_workers(workers):
                 continue
             known, _ = workers.constant()
             message = (
                 f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
                 "`persistent_workers=True`: every epoch starts all of its workers again"
             )
-            yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
+            fix = self._fix(facts, loader, workers, known)
+            if fix is None and known:
+                fix = self._fix_beside(facts, workers)
+            yield self.finding_on_loader(facts, loader, message, fix)
         for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
             workers = arguments.option("dataloader_num_workers")
             if workers is None or workers.conditional or not arguments.lacks("dataloader_persistent_workers"):
@@ -189,6 +207,14 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
                 )
                 fix = self._fix(facts, arguments, workers, known, "dataloader_persistent_workers")
                 yield self.finding_on_loader(facts, arguments, message, fix)
+
+    def _fix_beside(self, facts: ModuleFacts, workers: Argument) -> Fix | None:
+        """`"persistent_workers": True` in the dict (or `dict(...)`, `.update(...)`) that sets the workers."""
+        if workers.holder is None or workers.node is None:
+            return None
+        edit = build.set_beside(facts.source, workers.holder, workers.node, "persistent_workers", "True")
+        title = "Set `persistent_workers=True` where `num_workers` is set"
+        return Fix(title, Applicability.UNSAFE, (edit,)) if edit is not None else None
 
     def _fix(
         self,
@@ -302,8 +328,12 @@ def _may_start_workers(workers: Argument) -> bool:
     `os.cpu_count()`): then workers may start, and restart every epoch."""
     known, value = workers.constant()
     if known:
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+        return _positive(value)
     return workers.value.is_run_time
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _pinned(option: Argument | None) -> bool:
