@@ -563,3 +563,49 @@ def test_a_worker_count_the_user_sets_on_one_path_only_stays_theirs():
         '"num_workers": 2', '"num_workers": 2, "persistent_workers": False'
     )
     assert codes_and_lines(source, select=("TL203",)) == []
+
+
+LIGHTNING = """\
+import lightning as L
+from torch.utils.data import DataLoader
+
+
+class Images(L.LightningDataModule):
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+        self.train_dataloader = self._train_dataloader
+
+    def _train_dataloader(self):
+        return DataLoader(self.train_set, batch_size=64, shuffle=True, num_workers=4)
+
+    def val_dataloader(self):
+        return DataLoader(self.val_set, batch_size=64)
+
+
+class Text(L.LightningDataModule):
+    def _loader(self, dataset, train):
+        if train:
+            return DataLoader(dataset, batch_size=64, shuffle=True)
+        return DataLoader(dataset, batch_size=64)
+
+    def train_dataloader(self):
+        return self._loader(self.train_set, train=True)
+
+    def test_dataloader(self):
+        return self._loader(self.test_set, train=False)
+
+
+trainer = L.Trainer(max_epochs=10)
+"""
+
+
+def test_lightning_hooks_bound_as_attributes_and_loaders_built_in_other_methods():
+    # Lightning calls `train_dataloader` whatever function the attribute holds; a DataModule's hook that
+    # builds its loader in a helper feeds training with the helper's training branch only.
+    assert codes_and_lines(LIGHTNING, select=("TL2",)) == [
+        ("TL202", 12),
+        ("TL203", 12),
+        ("TL201", 21),
+        ("TL202", 21),
+    ]

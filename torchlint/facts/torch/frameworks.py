@@ -58,10 +58,17 @@ def training_arguments(source: SourceModule) -> list[Loader]:
 
 
 def lightning_train_dataloaders(source: SourceModule) -> Iterator[FunctionRecord]:
-    """`train_dataloader()` methods: Lightning iterates what they return every epoch."""
+    """`train_dataloader()` methods: Lightning iterates what they return every epoch. Also a method bound
+    to that name as an attribute (`self.train_dataloader = self._train_dataloader`)."""
     for function in source.functions:
         if function.owner is not None and function.name == "train_dataloader":
             yield function
+    for cls in source.classes:
+        for value, scope in cls.attributes.get("train_dataloader", []):
+            if isinstance(value, cst.Attribute) and source.is_self_attribute(value, scope):
+                method = cls.methods.get(value.attr.value)
+                if method is not None and method.name != "train_dataloader":
+                    yield method
 
 
 FIT = Signature(("model", "train_dataloaders", "val_dataloaders", "datamodule", "ckpt_path"))
