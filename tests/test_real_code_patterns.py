@@ -68,7 +68,7 @@ for epoch in range(3):
     )
     assert codes_and_lines(source, select=("TL203",)) == [("TL203", 9), ("TL203", 10)]
     fixed = fix(source, select=("TL203",))
-    assert "num_workers=workers, persistent_workers=workers > 0)" in fixed
+    assert "num_workers=workers, persistent_workers=True)" in fixed  # min(8, os.cpu_count()) is at least 1
     assert "num_workers=int(os.cpu_count() / 2), persistent_workers=int(os.cpu_count() / 2) > 0)" in fixed
 
 
@@ -609,3 +609,53 @@ def test_lightning_hooks_bound_as_attributes_and_loaders_built_in_other_methods(
         ("TL201", 21),
         ("TL202", 21),
     ]
+
+
+OWN_OUTPUT = """\
+import torch
+from torch.utils.data import DataLoader
+
+
+def main():
+    device = torch.device("cuda")
+    loader = DataLoader(train_set, batch_size=64, shuffle=True, pin_memory=True)
+    for epoch in range(10):
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            model(x, y).backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_the_data_loading_rules_read_their_own_fix():
+    # TL201's count is one short portable expression; it is at least 1, so TL203 then asks for
+    # `persistent_workers=True`, and TL205 still applies to the pinned batches.
+    fixed = fix(OWN_OUTPUT, select=("TL201",))
+    assert "num_workers=min(8, os.cpu_count() or 1)" in fixed
+    assert codes_and_lines(fixed, select=("TL2",)) == [("TL203", 8), ("TL205", 11), ("TL205", 11)]
+    again = fix(fixed, select=("TL2",))
+    assert "num_workers=min(8, os.cpu_count() or 1), persistent_workers=True)" in again
+    assert "x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)" in again
+    assert codes_and_lines(again, select=("TL2",)) == []
+
+
+def test_a_lambda_in_the_dataset_transform_leaves_the_workers_to_the_author():
+    source = OWN_OUTPUT.replace(
+        "def main():\n",
+        "def main():\n"
+        "    scale = transforms.Compose([transforms.ToTensor(), transforms.Lambda(lambda x: x.mul(255))])\n"
+        '    train_set = datasets.MNIST("data", train=True, transform=scale)\n',
+    )
+    from support import lint
+
+    [finding] = lint(source, select=("TL201",))
+    assert finding.fix is None
+    assert "`dataset` is built with a lambda in its `transform`" in finding.message
+    named = source.replace(
+        "[transforms.ToTensor(), transforms.Lambda(lambda x: x.mul(255))]", "[to_tensor()]"
+    )
+    assert lint(named, select=("TL201",))[0].fix is not None

@@ -20,13 +20,10 @@ from torchlint.rules.base import FixAvailability, Rule
 if TYPE_CHECKING:
     from torchlint.facts import Argument, Loader, ModuleFacts
 
-# Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
-# affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
-# memory and start-up time faster than throughput for typical pipelines).
-WORKERS = (
-    "min(8, max(1, (len({os}.sched_getaffinity(0)) "  # noqa: ISC003
-    + 'if hasattr({os}, "sched_getaffinity") else {os}.cpu_count() or 1) - 1))'
-)
+# One worker per CPU, at most 8 (beyond that, workers add memory and start-up time faster than throughput for
+# typical pipelines), in a form a reviewer reads at a glance: `os.cpu_count()` exists on Linux, macOS and
+# Windows, and returns None where it cannot tell (then 1 worker).
+WORKERS = "min(8, {os}.cpu_count() or 1)"
 
 
 class _LoaderRule(Rule):
@@ -89,9 +86,12 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         problems = facts.unpicklable(loader)
         if problems:
             problem = problems[0]
+            what = f"`{problem.what}`"
+            # "`collate_fn` is a lambda"; "`collate_fn`: `collate` is defined inside a function"
+            why = f"{what}: {problem.why}" if problem.why.startswith("`") else f"{what} is {problem.why}"
             return (
-                f"{message} (no automatic fix: `{problem.what}` is {problem.why}, which worker processes "
-                "started by spawn or forkserver cannot pickle)"
+                f"{message} (no automatic fix: {why}, which worker processes started by spawn or forkserver "
+                "cannot pickle)"
             ), None
         if not facts.runs_under_main_guard(loader):
             return (
@@ -102,7 +102,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         if os_module is None:
             return message, None
         name, imports = os_module
-        title = "Use one worker per available CPU but one (at most 8)"
+        title = "Use one worker per CPU (at most 8)"
         workers = WORKERS.format(os=name)
         return message, self.set_option(
             facts, loader, "num_workers", workers, title, Applicability.UNSAFE, imports
@@ -224,8 +224,8 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         known: bool,
         name: str = "persistent_workers",
     ) -> Fix | None:
-        if known:
-            value = "True"
+        if known or (not workers.conditional and facts.surely_positive(workers)):
+            value = "True"  # a positive constant, or at least 1 (`min(8, os.cpu_count() or 1)`)
         elif workers.via is None and workers.expression is not None:
             # The count as written at the call: True with 0 workers raises ValueError.
             value = f"{facts.operand(workers.expression)} > 0"
