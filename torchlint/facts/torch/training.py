@@ -197,20 +197,28 @@ class TrainingAnalysis:
 
     # -- what a loop iterates ---------------------------------------------------------------------------
 
-    def iterated(self, loop: LoopRecord) -> list[tuple[Source, bool]]:
-        """(source, re-created inside the loop's run) for what the loop iterates."""
+    def iterated(self, loop: LoopRecord) -> list[tuple[Source, bool, str]]:
+        """(source, re-created inside the loop's run, how) for what the loop iterates."""
         node = loop.node
-        found: list[tuple[Source, bool]] = []
+        found: list[tuple[Source, bool, str]] = []
         if isinstance(node, cst.For):
             forever = self.re_iterates_forever(node.iter, loop.scope)
-            found += [(source, forever) for source in self.sources(node.iter, loop.scope)]
+            how = "a generator re-iterated forever by a training loop" if forever else "a training loop"
+            found += [(source, forever, how) for source in self.sources(node.iter, loop.scope)]
         for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
             if self.source.qualname(call.node.func, call.scope) == "next" and call.node.args:
                 argument = call.node.args[0].value
                 # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
-                again = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
-                again = again or self.re_iterates_forever(argument, call.scope)
-                found += [(source, again) for source in self.sources(argument, call.scope)]
+                recreated = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
+                forever = self.re_iterates_forever(argument, call.scope)
+                if forever:
+                    how = "a generator re-iterated forever, consumed with `next(...)` by a training loop"
+                elif recreated:
+                    how = "`iter(...)` re-created after StopIteration in a training loop"
+                else:
+                    how = "`next(...)` in a training loop"
+                again = recreated or forever
+                found += [(source, again, how) for source in self.sources(argument, call.scope)]
         return found
 
     def re_iterates_forever(
@@ -378,9 +386,9 @@ class TrainingAnalysis:
         facts = self.source
         for loop in self.training_loops:
             around = loop.parent is not None or self.called_repeatedly(loop.function)
-            for source, again in self.iterated(loop):
+            for source, again, how in self.iterated(loop):
                 for found, per_epoch in self.trace([source], around or again):
-                    yield found, per_epoch, loop.node, "a training loop"
+                    yield found, per_epoch, loop.node, how
         for call in facts.calls:  # calls into other modules' training functions
             target = facts.callee(call)
             if target is None or target[0] is facts:
@@ -524,7 +532,7 @@ class TrainingAnalysis:
         """The loaders a training loop iterates: directly, through parameters, or from another file's
         factory."""
         found: list[Loader] = []
-        for source, _ in self.iterated(loop):
+        for source, _, _ in self.iterated(loop):
             for traced, _ in self.trace([source], False):
                 if isinstance(traced, ExternalSource):
                     found += [x for x in self._external_loaders(traced) if x not in found]
