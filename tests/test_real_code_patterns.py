@@ -659,3 +659,35 @@ def test_a_lambda_in_the_dataset_transform_leaves_the_workers_to_the_author():
         "[transforms.ToTensor(), transforms.Lambda(lambda x: x.mul(255))]", "[to_tensor()]"
     )
     assert lint(named, select=("TL201",))[0].fix is not None
+
+
+ENGINE = {
+    "engine.py": """\
+        def train_one_epoch(model, loader, optimizer, device):
+            for images, targets in loader:
+                images = images.to(device)
+                targets = targets.to(device, non_blocking=True)
+                model(images, targets).backward()
+                optimizer.step()
+    """,
+    "train.py": """\
+        import torch
+        from torch.utils.data import DataLoader
+        from engine import train_one_epoch
+
+        def main():
+            device = torch.device("cuda")
+            loader = DataLoader(train_set, batch_size=64, num_workers=4, pin_memory=True, persistent_workers=True)
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer, device)
+
+        if __name__ == "__main__":
+            main()
+    """,
+}
+
+
+def test_a_loop_in_a_helper_module_moves_the_pinned_batches_its_callers_pass(tmp_path):
+    assert project_findings(tmp_path, ENGINE, "engine.py") == [("TL205", 3)]
+    unpinned = dict(ENGINE, **{"train.py": ENGINE["train.py"].replace("pin_memory=True", "pin_memory=False")})
+    assert project_findings(tmp_path, unpinned, "engine.py") == []

@@ -538,6 +538,37 @@ class TrainingAnalysis:
                     found += [x for x in self._external_loaders(traced) if x not in found]
                 elif isinstance(traced, Loader) and traced not in found:
                     found.append(traced)
+                elif isinstance(traced, ParamSource):
+                    found += [x for x in self._loaders_from_importers(traced) if x not in found]
+        return found
+
+    def _loaders_from_importers(self, param: ParamSource) -> list[Loader]:
+        """The loaders other project files pass for a parameter of this module's top-level function
+        (`train_one_epoch(model, train_loader, ...)` in train.py, for the loop of engine.py)."""
+        facts = self.source
+        function = param.function
+        if (
+            facts.project is None
+            or facts.file is None
+            or facts.top_level_function(function.name) is not function
+        ):
+            return []
+        found: list[Loader] = []
+        for importer in facts.project.importers_of(facts.file):
+            other = facts.project.facts_for(importer, facts.file)
+            if other is None or other is facts:
+                continue
+            analysis = other.analysis(TrainingAnalysis)
+            for call in other.calls:
+                target = other.callee(call)
+                argument = argument_for(call.node, function, param.name) if target is not None else None
+                if target is None or target[1] is not function or argument is None:
+                    continue
+                for traced, _ in analysis.trace(analysis.sources(argument, call.scope), False):
+                    if isinstance(traced, Loader):
+                        found.append(traced)
+                    elif isinstance(traced, ExternalSource):
+                        found += analysis._external_loaders(traced)
         return found
 
     def _external_loaders(self, source: ExternalSource, depth: int = 0) -> list[Loader]:
