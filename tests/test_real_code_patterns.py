@@ -691,3 +691,15 @@ def test_a_loop_in_a_helper_module_moves_the_pinned_batches_its_callers_pass(tmp
     assert project_findings(tmp_path, ENGINE, "engine.py") == [("TL205", 3)]
     unpinned = dict(ENGINE, **{"train.py": ENGINE["train.py"].replace("pin_memory=True", "pin_memory=False")})
     assert project_findings(tmp_path, unpinned, "engine.py") == []
+
+
+def test_the_no_fix_reason_names_the_option_once():
+    from support import lint
+
+    source = OWN_OUTPUT.replace(
+        "    loader = DataLoader(train_set, batch_size=64, shuffle=True, pin_memory=True)",
+        "    def collate_fn(items):\n        return items\n\n"
+        "    loader = DataLoader(train_set, batch_size=64, shuffle=True, pin_memory=True, collate_fn=collate_fn)",
+    )
+    [finding] = lint(source, select=("TL201",))
+    assert "(no automatic fix: `collate_fn` is defined inside a function, which worker" in finding.message

@@ -87,8 +87,14 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         if problems:
             problem = problems[0]
             what = f"`{problem.what}`"
-            # "`collate_fn` is a lambda"; "`collate_fn`: `collate` is defined inside a function"
-            why = f"{what}: {problem.why}" if problem.why.startswith("`") else f"{what} is {problem.why}"
+            # "`collate_fn` is a lambda"; "`collate_fn` is defined inside a function" (the option is named
+            # like the function); "`collate_fn`: `collate` is defined inside a function"
+            if problem.why.startswith(f"{what} "):
+                why = problem.why
+            elif problem.why.startswith("`"):
+                why = f"{what}: {problem.why}"
+            else:
+                why = f"{what} is {problem.why}"
             return (
                 f"{message} (no automatic fix: {why}, which worker processes started by spawn or forkserver "
                 "cannot pickle)"
