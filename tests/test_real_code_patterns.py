@@ -703,3 +703,26 @@ def test_the_no_fix_reason_names_the_option_once():
     )
     [finding] = lint(source, select=("TL201",))
     assert "(no automatic fix: `collate_fn` is defined inside a function, which worker" in finding.message
+
+
+def test_lightning_fabric_picks_the_gpu_unless_told_cpu():
+    source = """\
+import lightning as L
+from torch.utils.data import DataLoader
+
+
+def main():
+    fabric = L.Fabric()
+    loader = fabric.setup_dataloaders(DataLoader(train_set, batch_size=32, shuffle=True))
+    for epoch in range(3):
+        for x, y in loader:
+            fabric.backward(model(x, y))
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+    assert codes_and_lines(source, select=("TL201", "TL202")) == [("TL201", 7), ("TL202", 7)]
+    on_cpu = source.replace("L.Fabric()", 'L.Fabric(accelerator="cpu")')
+    assert codes_and_lines(on_cpu, select=("TL201", "TL202")) == []
