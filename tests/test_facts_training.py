@@ -355,3 +355,38 @@ def test_a_helper_given_the_loss_and_the_optimizer_counts_as_the_step():
         log(loss_value, lr)
     """
     assert training_loaders(facts_of(source)) == {8: [True]}
+
+
+def test_debug_facts_says_how_a_loader_reaches_its_loop():
+    from torchlint.facts.debug import describe
+
+    source = """\
+    from torch.utils.data import DataLoader
+
+    def forever(loader):
+        while True:
+            yield from loader
+
+    loader = DataLoader(ds, batch_size=32, num_workers=4)
+    restarted = DataLoader(ds, batch_size=32, num_workers=4)
+    batches = forever(loader)
+    it = iter(restarted)
+    for step in range(1000):
+        x = next(batches)
+        try:
+            y = next(it)
+        except StopIteration:
+            it = iter(restarted)
+            y = next(it)
+        model(x, y).backward()
+        optimizer.step()
+    """
+    output = describe(facts_of(source))
+    assert (
+        "feeds training via a generator re-iterated forever, consumed with `next(...)` by a training loop in "
+        "example.py, iterated every epoch" in output
+    )
+    assert (
+        "feeds training via `iter(...)` re-created after StopIteration in a training loop in example.py, "
+        "iterated every epoch" in output
+    )

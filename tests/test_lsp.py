@@ -160,7 +160,7 @@ async def test_unsafe_fixes_are_offered_only_when_the_client_allows_them(client,
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     actions = await actions_at(client, train, 9, 16)
     assert [(a.title, a.is_preferred) for a in actions] == [
-        ("TL201: Use one worker per available CPU but one (at most 8) (unsafe)", False),
+        ("TL201: Use one worker per CPU (at most 8) (unsafe)", False),
         ("Disable TL201 for this line", None),
         ("TL202: Set `pin_memory=True` (unsafe)", False),
         ("Disable TL202 for this line", None),
@@ -176,7 +176,7 @@ async def test_initialization_options_allow_unsafe_fixes(client, train):
     await open_document(client, train)
     titles = [a.title for a in await actions_at(client, train, 9, 16, only=["quickfix"])]
     assert titles == [
-        "TL201: Use one worker per available CPU but one (at most 8) (unsafe)",
+        "TL201: Use one worker per CPU (at most 8) (unsafe)",
         "Disable TL201 for this line",
         "TL202: Set `pin_memory=True` (unsafe)",
         "Disable TL202 for this line",

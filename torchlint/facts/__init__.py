@@ -155,6 +155,14 @@ class ModuleFacts:
     def code(self, node: cst.CSTNode) -> str:
         return self.source.code(node)
 
+    def surely_positive(self, argument: Argument) -> bool:
+        """The argument's value is at least 1 on every run (`min(8, os.cpu_count() or 1)`, also through the
+        name it was assigned to): a worker count that surely starts workers."""
+        from torchlint.facts.syntax.values import surely_positive
+
+        node = argument.value.node if argument.value.node is not None else argument.expression
+        return surely_positive(node)
+
     def operand(self, expr: cst.BaseExpression) -> str:
         """The code of `expr`, parenthesised where an operator next to it would bind first."""
         return self.source.operand(expr)

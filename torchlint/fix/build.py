@@ -49,6 +49,39 @@ def set_keyword(source: SourceModule, arguments: CallArguments, name: str, value
     return None
 
 
+def set_beside(
+    source: SourceModule, holder: cst.CSTNode, entry: cst.CSTNode, name: str, value: str
+) -> Edit | None:
+    """`name: value` added next to `entry` in the dict literal `holder` (`{"num_workers": 1}` gains
+    `"persistent_workers": True`), or `name=value` in the `dict(...)` / `.update(...)` call `holder`. None
+    when the holder is neither."""
+    try:
+        if isinstance(holder, cst.Call):
+            return replace_node(source, holder, _with_argument(holder, name, cst.parse_expression(value)))
+        if not isinstance(holder, cst.Dict):
+            return None
+        elements = list(holder.elements)
+        at = next((i for i, element in enumerate(elements) if element is entry), None)
+        if (
+            at is None
+            or not isinstance(entry, cst.DictElement)
+            or not isinstance(entry.key, cst.SimpleString)
+        ):
+            return None
+        quote = entry.key.prefix + entry.key.quote
+        key = cst.SimpleString(f"{quote}{name}{entry.key.quote}")
+        added = entry.with_changes(key=key, value=cst.parse_expression(value))
+        if isinstance(entry.comma, cst.Comma):  # the new entry takes the comma; `entry` gets a plain one
+            between = cst.Comma(whitespace_after=_fresh_line(entry.comma.whitespace_after))
+            elements[at : at + 1] = [entry.with_changes(comma=between), added]
+        else:
+            between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            elements[at : at + 1] = [entry.with_changes(comma=between), added]
+        return replace_node(source, holder, holder.with_changes(elements=elements))
+    except EditError:
+        return None
+
+
 def add_keyword(source: SourceModule, call: cst.Call, name: str, value: str) -> Edit | None:
     """`name=value` added to (or replacing an existing `name=` of) a call written in the code."""
     try:

@@ -100,8 +100,7 @@ class Project:
             return None
         path = self.module_file(importer, module)
         facts = self.facts_for(path, importer) if path is not None else None
-        function = facts.top_level_function(name) if facts is not None else None
-        return (facts, function) if function is not None else None
+        return facts.exported_function(name) if facts is not None else None  # also a re-exported one
 
     # -- other files' facts -----------------------------------------------------------------------------
 

@@ -20,13 +20,10 @@ from torchlint.rules.base import FixAvailability, Rule
 if TYPE_CHECKING:
     from torchlint.facts import Argument, Loader, ModuleFacts
 
-# Lightning's suggested_max_num_workers in one portable expression: the CPUs this process may use (the
-# affinity mask where the OS has one), one left for the main process, at most 8 (beyond that, workers add
-# memory and start-up time faster than throughput for typical pipelines).
-WORKERS = (
-    "min(8, max(1, (len({os}.sched_getaffinity(0)) "  # noqa: ISC003
-    + 'if hasattr({os}, "sched_getaffinity") else {os}.cpu_count() or 1) - 1))'
-)
+# One worker per CPU, at most 8 (beyond that, workers add memory and start-up time faster than throughput for
+# typical pipelines), in a form a reviewer reads at a glance: `os.cpu_count()` exists on Linux, macOS and
+# Windows, and returns None where it cannot tell (then 1 worker).
+WORKERS = "min(8, {os}.cpu_count() or 1)"
 
 
 class _LoaderRule(Rule):
@@ -89,9 +86,18 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         problems = facts.unpicklable(loader)
         if problems:
             problem = problems[0]
+            what = f"`{problem.what}`"
+            # "`collate_fn` is a lambda"; "`collate_fn` is defined inside a function" (the option is named
+            # like the function); "`collate_fn`: `collate` is defined inside a function"
+            if problem.why.startswith(f"{what} "):
+                why = problem.why
+            elif problem.why.startswith("`"):
+                why = f"{what}: {problem.why}"
+            else:
+                why = f"{what} is {problem.why}"
             return (
-                f"{message} (no automatic fix: `{problem.what}` is {problem.why}, which worker processes "
-                "started by spawn or forkserver cannot pickle)"
+                f"{message} (no automatic fix: {why}, which worker processes started by spawn or forkserver "
+                "cannot pickle)"
             ), None
         if not facts.runs_under_main_guard(loader):
             return (
@@ -102,7 +108,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         if os_module is None:
             return message, None
         name, imports = os_module
-        title = "Use one worker per available CPU but one (at most 8)"
+        title = "Use one worker per CPU (at most 8)"
         workers = WORKERS.format(os=name)
         return message, self.set_option(
             facts, loader, "num_workers", workers, title, Applicability.UNSAFE, imports
@@ -169,14 +175,32 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
-            if workers is None or workers.conditional or not _may_start_workers(workers):
+            if workers is None:
+                continue
+            if workers.conditional:
+                # Workers chosen for the accelerator path only (`kwargs.update(num_workers=1, ...)` under
+                # `if use_cuda:`): that path restarts them every epoch. Judged only for a positive constant,
+                # and fixed beside it, so the other path keeps its 0 workers.
+                if not _positive(workers.value.literal) or not workers.value.is_literal:
+                    continue
+                message = (
+                    f"`{loader.callee_text}` is iterated every epoch with worker processes (on the path "
+                    "that sets `num_workers`) but without `persistent_workers=True`: every epoch starts all "
+                    "of its workers again"
+                )
+                yield self.finding_on_loader(facts, loader, message, self._fix_beside(facts, workers))
+                continue
+            if not _may_start_workers(workers):
                 continue
             known, _ = workers.constant()
             message = (
                 f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
                 "`persistent_workers=True`: every epoch starts all of its workers again"
             )
-            yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, workers, known))
+            fix = self._fix(facts, loader, workers, known)
+            if fix is None and known:
+                fix = self._fix_beside(facts, workers)
+            yield self.finding_on_loader(facts, loader, message, fix)
         for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
             workers = arguments.option("dataloader_num_workers")
             if workers is None or workers.conditional or not arguments.lacks("dataloader_persistent_workers"):
@@ -190,6 +214,14 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
                 fix = self._fix(facts, arguments, workers, known, "dataloader_persistent_workers")
                 yield self.finding_on_loader(facts, arguments, message, fix)
 
+    def _fix_beside(self, facts: ModuleFacts, workers: Argument) -> Fix | None:
+        """`"persistent_workers": True` in the dict (or `dict(...)`, `.update(...)`) that sets the workers."""
+        if workers.holder is None or workers.node is None:
+            return None
+        edit = build.set_beside(facts.source, workers.holder, workers.node, "persistent_workers", "True")
+        title = "Set `persistent_workers=True` where `num_workers` is set"
+        return Fix(title, Applicability.UNSAFE, (edit,)) if edit is not None else None
+
     def _fix(
         self,
         facts: ModuleFacts,
@@ -198,8 +230,8 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         known: bool,
         name: str = "persistent_workers",
     ) -> Fix | None:
-        if known:
-            value = "True"
+        if known or (not workers.conditional and facts.surely_positive(workers)):
+            value = "True"  # a positive constant, or at least 1 (`min(8, os.cpu_count() or 1)`)
         elif workers.via is None and workers.expression is not None:
             # The count as written at the call: True with 0 workers raises ValueError.
             value = f"{facts.operand(workers.expression)} > 0"
@@ -302,8 +334,12 @@ def _may_start_workers(workers: Argument) -> bool:
     `os.cpu_count()`): then workers may start, and restart every epoch."""
     known, value = workers.constant()
     if known:
-        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+        return _positive(value)
     return workers.value.is_run_time
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _pinned(option: Argument | None) -> bool:

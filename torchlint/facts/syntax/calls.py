@@ -46,6 +46,9 @@ class Argument:
     via: str | None = None  # "`**train_kwargs`" when it came from a dict
     conditional: bool = False  # set only on some paths (`if use_cuda: kwargs.update(...)`)
     node: cst.CSTNode | None = None  # the Arg or DictElement that sets it (where a fix edits)
+    # Where a sibling option goes when it came from a dict: the dict literal, or the `dict(...)` /
+    # `.update(...)` call, that holds `node` (None: the loader call itself, or unknown).
+    holder: cst.CSTNode | None = None
 
     def constant(self) -> tuple[bool, object]:
         """(True, value) when the code sets it unconditionally to a constant (`0`, `True`, `"cuda"`)."""
@@ -141,12 +144,14 @@ class DictEntries:
     def merge(self, other: DictEntries, conditional: bool = False) -> None:
         for name, argument in other.by_name.items():
             if conditional:
-                argument = Argument(argument.name, argument.value, argument.via, True, argument.node)
+                argument = Argument(
+                    argument.name, argument.value, argument.via, True, argument.node, argument.holder
+                )
             existing = self.by_name.get(name)
             if existing is not None and conditional and not existing.conditional:
                 # Unconditional first, then overridden on some paths: the value varies.
                 varies = Value(Kind.COMPUTED, origin="set differently on some paths")
-                argument = Argument(name, varies, argument.via, True, argument.node)
+                argument = Argument(name, varies, argument.via, True, argument.node, argument.holder)
             self.by_name[name] = argument
         self.complete = self.complete and other.complete
 
@@ -163,7 +168,7 @@ def dict_entries(source: SourceModule, expr: cst.BaseExpression, scope: Scope, d
                 result.merge(dict_entries(source, element.value, scope, depth + 1))
             elif isinstance(element.key, cst.SimpleString):
                 key = str(element.key.evaluated_value)
-                result.by_name[key] = Argument(key, value(element.value, scope), node=element)
+                result.by_name[key] = Argument(key, value(element.value, scope), node=element, holder=expr)
             else:
                 result.complete = False
         return result
@@ -173,7 +178,7 @@ def dict_entries(source: SourceModule, expr: cst.BaseExpression, scope: Scope, d
         for arg in expr.args:
             if arg.keyword is not None:
                 key = arg.keyword.value
-                result.by_name[key] = Argument(key, value(arg.value, scope), node=arg)
+                result.by_name[key] = Argument(key, value(arg.value, scope), node=arg, holder=expr)
             elif arg.star == "**" or not arg.star:
                 result.merge(dict_entries(source, arg.value, scope, depth + 1))
             else:
@@ -200,7 +205,7 @@ def dict_entries(source: SourceModule, expr: cst.BaseExpression, scope: Scope, d
             for arg in update.node.args:
                 if arg.keyword is not None:
                     key = arg.keyword.value
-                    entry = Argument(key, value(arg.value, update.scope), node=arg)
+                    entry = Argument(key, value(arg.value, update.scope), node=arg, holder=update.node)
                     result.merge(DictEntries({key: entry}), conditional=update.conditional)
                 else:
                     result.merge(dict_entries(source, arg.value, update.scope, depth + 1), update.conditional)

@@ -107,6 +107,9 @@ class CallRecord:
     loop: LoopRecord | None  # the innermost loop around the call, within the same function
     function: FunctionRecord | None
     conditional: bool  # under an `if` (within its function)
+    # The `if` tests around the call within its function, innermost last, with the branch it is in
+    # (True: the body, False: the `else`): `if is_training: ... else: loader = DataLoader(...)`.
+    guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()
 
 
 @dataclasses.dataclass
@@ -138,6 +141,7 @@ class Collector:
         self._in_function: FunctionRecord | None = None
         self._in_class: ClassRecord | None = None
         self._conditional = 0
+        self._guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()
         self.suite_sizes: dict[int, int] = {}
         self._in_annotation = False
         self._handlers: dict[type, Callable[[cst.CSTNode, Scope], None]] = {
@@ -233,8 +237,12 @@ class Collector:
                 self.suite_sizes[id(small)] = len(body)
         else:
             self._record_suite(body)
+        outer = self._guards
         for statement in body:
             self.walk(statement, scope)
+            if _returns_early(statement):  # `if split == "train": return a` ... `return b`
+                self._guards = (*self._guards, (statement.test, False))  # type: ignore[attr-defined]
+        self._guards = outer
 
     # -- references -------------------------------------------------------------------------------------
 
@@ -259,7 +267,9 @@ class Collector:
 
     def _call(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Call)
-        record = CallRecord(node, scope, self._in_loop, self._in_function, self._conditional > 0)
+        record = CallRecord(
+            node, scope, self._in_loop, self._in_function, self._conditional > 0, self._guards
+        )
         self.calls.append(record)
         if self._in_loop is not None:
             self._in_loop.calls.append(record)
@@ -363,10 +373,10 @@ class Collector:
         self.functions.append(record)
         if owner is not None:
             owner.methods[record.name] = record
-        saved = (self._in_function, self._in_loop, self._conditional)
-        self._in_function, self._in_loop, self._conditional = record, None, 0
+        saved = (self._in_function, self._in_loop, self._conditional, self._guards)
+        self._in_function, self._in_loop, self._conditional, self._guards = record, None, 0, ()
         self.walk(node.body, inner)
-        self._in_function, self._in_loop, self._conditional = saved
+        self._in_function, self._in_loop, self._conditional, self._guards = saved
 
     def _parameters(self, params: cst.Parameters, outer: Scope, inner: Scope) -> None:
         everything = [*params.posonly_params, *params.params, *params.kwonly_params]
@@ -472,12 +482,18 @@ class Collector:
             self.has_main_guard = True
             self.walk(node.body, scope)  # the script's entry point: as unconditional as module code
         else:
+            outer = self._guards
             self._conditional += 1
+            self._guards = (*outer, (node.test, True))
             self.walk(node.body, scope)
+            self._guards = outer
             self._conditional -= 1
         if node.orelse is not None:
+            outer = self._guards
             self._conditional += 1
+            self._guards = (*outer, (node.test, False))
             self.walk(node.orelse, scope)
+            self._guards = outer
             self._conditional -= 1
 
     def _return(self, node: cst.CSTNode, scope: Scope) -> None:
@@ -532,6 +548,18 @@ class Collector:
     def _del(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.Del)
         self._bind_target(node.target, scope, BindingKind.OTHER, node)
+
+
+def _returns_early(statement: cst.CSTNode) -> bool:
+    """`if test: ... return x` without an `else`: what follows it in its block runs only when `test` is
+    false."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    body = statement.body.body
+    last = body[-1] if body else None
+    if isinstance(statement.body, cst.SimpleStatementSuite):
+        return bool(body) and isinstance(body[-1], cst.Return)
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(x, cst.Return) for x in last.body)
 
 
 def _is_forever(test: cst.BaseExpression) -> bool:

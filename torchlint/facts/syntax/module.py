@@ -270,13 +270,36 @@ class SourceModule:
                 return self._function_by_node.get(id(binding.node))
         return None
 
+    def exported_function(self, name: str) -> tuple[SourceModule, FunctionRecord] | None:
+        """The module-level function `name` means here: defined in this module, or imported into it from
+        another project file (a package's `__init__.py` re-exporting `from .build import build_loader`)."""
+        function = self.top_level_function(name)
+        if function is not None:
+            return self, function
+        bindings = self.module_scope.bindings.get(name, [])
+        if self.project is None or self.file is None or name in self._exporting:
+            return None
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT or not bindings[0].qualname:
+            return None
+        self._exporting.add(name)  # a cycle of re-exports ends here
+        try:
+            return self.project.resolve_function(self.file, bindings[0].qualname)
+        finally:
+            self._exporting.discard(name)
+
+    @cached_property
+    def _exporting(self) -> set[str]:
+        return set()
+
     def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[SourceModule, FunctionRecord] | None:
         """The function a call runs, in this module (a def, a method on self) or in another project file."""
         func = call.func
         if isinstance(func, cst.Name):
             bindings = scope.lookup(func.value)
             defs = [b for b in bindings if b.kind is BindingKind.DEF]
-            if defs and len(defs) == len(bindings):
+            if defs and all(b.kind is BindingKind.DEF or _is_stand_in(b) for b in bindings):
+                # Every def, also when the name is swapped for another function on some runs
+                # (`get_dataloaders = mocked_dataloaders` for tests): the code shown is what runs otherwise.
                 function = self._function_by_node.get(id(defs[-1].node))
                 return (self, function) if function is not None else None
             values = [b for b in bindings if b.kind is BindingKind.ASSIGN and b.value is not None]
@@ -320,6 +343,15 @@ class SourceModule:
             if target is not None:
                 index.setdefault(id(target[1]), []).append(call)
         return index
+
+    def callers_of(self, function: FunctionRecord) -> list[CallRecord]:
+        """Calls in this module that run `function`; for an `__init__`, also the constructions of its class
+        (`Trainer(model, loader)` runs `Trainer.__init__(self, model, loader)`)."""
+        calls = self.calls_of(function)
+        owner = function.owner
+        if owner is None or function.name != "__init__":
+            return calls
+        return [*calls, *(c for c in self.calls if self.local_class(c.node.func, c.scope) is owner)]
 
     def method_calls_on(self, name: str, home: Scope, method: str) -> list[CallRecord]:
         """`name.method(...)` calls where `name` means the variable bound in `home`."""
@@ -584,6 +616,16 @@ def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
         parts = name.split(".")
         found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
     return found
+
+
+def _is_stand_in(binding: Binding) -> bool:
+    """A module-level rebinding of a function's name to another function (`train = train_fast`), or an
+    import of one under it."""
+    if binding.scope.kind is not ScopeKind.MODULE:
+        return False
+    if binding.kind is BindingKind.IMPORT:
+        return True
+    return binding.kind is BindingKind.ASSIGN and isinstance(binding.value, (cst.Name, cst.Attribute))
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:

@@ -196,6 +196,37 @@ class Evaluator:
         return Value(Kind.UNKNOWN, origin=f"`{code}`", node=expr)
 
 
+def surely_positive(expr: cst.BaseExpression | None, depth: int = 0) -> bool:
+    """An integer expression that is at least 1 on every run: a positive constant, `os.cpu_count()` (a count
+    of CPUs, or None where it cannot tell), `X or 1`, `max(1, X)`, `min(8, os.cpu_count() or 1)`."""
+    if expr is None or depth > 6:
+        return False
+    ok, literal = literal_of(expr)
+    if ok:
+        return isinstance(literal, int) and not isinstance(literal, bool) and literal > 0
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        return surely_positive(expr.right, depth + 1) and (
+            _is_count(expr.left) or surely_positive(expr.left, depth + 1)
+        )
+    if isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute)):
+        callee = dotted(expr.func) or ""
+        parts = [arg.value for arg in expr.args if not arg.star and arg.keyword is None]
+        if callee == "min":
+            return bool(parts) and all(surely_positive(part, depth + 1) for part in parts)
+        if callee == "max":
+            return any(surely_positive(part, depth + 1) for part in parts)
+        return callee.endswith(("cpu_count", "process_cpu_count"))
+    return False
+
+
+def _is_count(expr: cst.BaseExpression) -> bool:
+    """A call that counts something (never negative): `os.cpu_count()`, `len(...)`."""
+    if not isinstance(expr, cst.Call):
+        return False
+    callee = dotted(expr.func) or ""
+    return callee == "len" or callee.endswith("cpu_count")
+
+
 def _root_name(expr: cst.BaseExpression) -> cst.Name | None:
     while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
         expr = expr.value if not isinstance(expr, cst.Call) else expr.func

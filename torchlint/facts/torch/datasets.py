@@ -150,6 +150,11 @@ class DatasetAnalysis:
             local = self.source.local_class(expr.func, scope)
             if local is not None and local.scope.kind is ScopeKind.FUNCTION:
                 return f"an instance of `{local.name}`, a class defined inside a function"
+            for arg in expr.args:  # `MNIST(root, transform=transforms.Lambda(lambda x: x.mul(255)))`
+                if arg.keyword is not None and "transform" in arg.keyword.value.lower():
+                    inner = self._in_transform(arg.value, scope, depth + 1)
+                    if inner:
+                        return f"built with {inner} in its `{arg.keyword.value}`"
             return None
         if isinstance(expr, cst.Name):
             for binding in scope.lookup(expr.value):
@@ -159,6 +164,40 @@ class DatasetAnalysis:
                     why = self._why_unpicklable(binding.value, binding.scope, depth + 1)
                     if why:
                         return why
+        return None
+
+    def _in_transform(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+        """A lambda or a function defined inside a function, somewhere in a transform pipeline
+        (`Compose([ToTensor(), Lambda(lambda x: x.mul(255))])`, also through the name it is bound to)."""
+        if depth > 6:
+            return None
+        if isinstance(expr, cst.Lambda):
+            return "a lambda"
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            for element in expr.elements:
+                inner = self._in_transform(element.value, scope, depth + 1)
+                if inner:
+                    return inner
+            return None
+        if isinstance(expr, cst.Call):
+            callee = (self.source.qualname(expr.func, scope) or self.source.code(expr.func)).rpartition(".")[
+                2
+            ]
+            if not any(word in callee.lower() for word in ("compose", "lambda", "transform", "sequential")):
+                return None
+            for arg in expr.args:
+                inner = self._in_transform(arg.value, scope, depth + 1)
+                if inner:
+                    return inner
+            return None
+        if isinstance(expr, cst.Name):
+            for binding in scope.lookup(expr.value):
+                if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
+                    return f"`{expr.value}`, a function defined inside a function"
+                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                    inner = self._in_transform(binding.value, binding.scope, depth + 1)
+                    if inner:
+                        return inner
         return None
 
 

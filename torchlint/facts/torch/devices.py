@@ -114,11 +114,7 @@ class DeviceAnalysis:
         if function is None:
             return set()
         found = set()
-        calls = list(self.source.calls_of(function))
-        if function.owner is not None and function.name == "__init__":
-            owner = function.owner
-            calls += [c for c in self.source.calls if self.source.local_class(c.node.func, c.scope) is owner]
-        for call in calls:
+        for call in self.source.callers_of(function):
             argument = argument_for(call.node, function, name)
             if argument is not None:
                 found.add(self.device_of(argument, call.scope, depth + 1))

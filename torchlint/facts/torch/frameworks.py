@@ -3,7 +3,8 @@ place: what each says about the loader, the loop and the device, in the terms th
 
 - Lightning iterates a module's `train_dataloader()` and the loaders given to `trainer.fit(...)` every epoch,
   and trains the module given to it;
-  its `Trainer` picks the GPU when there is one unless told `accelerator="cpu"` (`LightningCLI` too).
+  its `Trainer` picks the GPU when there is one unless told `accelerator="cpu"` (`LightningCLI` and
+  `Fabric` too).
 - Hugging Face's `Trainer` builds its own DataLoader from `TrainingArguments(dataloader_*=...)`.
 - accelerate's `Accelerator()` places the model on the GPU when there is one (unless `cpu=True`).
 """
@@ -58,10 +59,17 @@ def training_arguments(source: SourceModule) -> list[Loader]:
 
 
 def lightning_train_dataloaders(source: SourceModule) -> Iterator[FunctionRecord]:
-    """`train_dataloader()` methods: Lightning iterates what they return every epoch."""
+    """`train_dataloader()` methods: Lightning iterates what they return every epoch. Also a method bound
+    to that name as an attribute (`self.train_dataloader = self._train_dataloader`)."""
     for function in source.functions:
         if function.owner is not None and function.name == "train_dataloader":
             yield function
+    for cls in source.classes:
+        for value, scope in cls.attributes.get("train_dataloader", []):
+            if isinstance(value, cst.Attribute) and source.is_self_attribute(value, scope):
+                method = cls.methods.get(value.attr.value)
+                if method is not None and method.name != "train_dataloader":
+                    yield method
 
 
 FIT = Signature(("model", "train_dataloaders", "val_dataloaders", "datamodule", "ckpt_path"))
@@ -113,11 +121,13 @@ def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -
         return (
             Device.UNKNOWN if cpu else Device.CUDA_WHEN_AVAILABLE
         ), "`Accelerator()` (the GPU when there is one)"
-    if callee.split(".")[0] in ("lightning", "pytorch_lightning"):
+    if callee.split(".")[0] in ("lightning", "pytorch_lightning", "lightning_fabric"):
         if callee.endswith("LightningCLI"):
             return Device.CUDA_WHEN_AVAILABLE, "`LightningCLI` (accelerator auto)"
         if callee.endswith("Trainer"):
             return _lightning_trainer(source, call, scope), "Lightning `Trainer(...)`"
+        if callee.endswith(".Fabric"):  # the same `accelerator=` choice, "auto" by default
+            return _lightning_trainer(source, call, scope), "Lightning `Fabric(...)`"
     return None
 
 

@@ -67,6 +67,8 @@ class Loader:
     cls: str
     arguments: CallArguments
     callee_text: str  # the callee as written, for messages: `DataLoader`, `torch.utils.data.DataLoader`
+    # The `if` tests around the call in its function, with the branch it is in (see `CallRecord.guards`).
+    guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()
 
     @property
     def options(self) -> dict[str, Argument]:
@@ -113,7 +115,7 @@ class LoaderAnalysis:
             if cls is not None:
                 arguments = read_call(source, call.node, call.scope, DATALOADER)
                 found[id(call.node)] = Loader(
-                    call.node, call.scope, cls, arguments, source.code(call.node.func)
+                    call.node, call.scope, cls, arguments, source.code(call.node.func), call.guards
                 )
         return found
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
 
 TO = Signature(("device",))  # `tensor.to(device, ...)`, `tensor.cuda(device, ...)`
+# A target of unknown value named like a device: `.to(device)`, `.to(self.gpu_id)`, `.to(local_rank)` (DDP's
+# one GPU per rank).
+_DEVICE_WORDS = ("device", "gpu", "cuda", "rank")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def batch_moves(facts: SourceModule, loop: LoopRecord) -> list[Move]:
             continue
         else:
             device = facts.analysis(DeviceAnalysis).device_of(target.expression, call.scope)
-            if not device.may_be_cuda and "device" not in facts.code(target.expression).lower():
+            named = facts.code(target.expression).lower()
+            if not device.may_be_cuda and not any(word in named for word in _DEVICE_WORDS):
                 continue  # `.to(torch.float16)`, `.to("cpu")`, `.to(memory_format=...)`
             if device is Device.CPU:
                 continue

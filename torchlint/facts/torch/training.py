@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
 from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
@@ -67,6 +68,9 @@ class ParamSource:
     name: str
 
 
+Flags = tuple[tuple[str, object], ...]
+
+
 @dataclass(frozen=True)
 class ExternalSource:
     """The value returned by a function of another module (element `index` of a returned tuple)."""
@@ -74,6 +78,7 @@ class ExternalSource:
     path: str
     function: str
     index: int | None
+    flags: Flags = ()  # the constants the call passes (or defaults to) for the function's parameters
 
 
 Source = Loader | ParamSource | ExternalSource
@@ -87,6 +92,8 @@ class TrainingAnalysis:
         self._has_loop: dict[int, bool] = {}
         self._training: list[LoopRecord] | None = None
         self._sources: list[tuple[Source, bool, cst.CSTNode, str]] | None = None
+        self._returned_params: dict[tuple[int, int | None], list[str]] = {}
+        self._exports: dict[tuple[str, int | None, Flags], list[LoaderUse]] | None = None
 
     # -- what runs where --------------------------------------------------------------------------------
 
@@ -190,20 +197,28 @@ class TrainingAnalysis:
 
     # -- what a loop iterates ---------------------------------------------------------------------------
 
-    def iterated(self, loop: LoopRecord) -> list[tuple[Source, bool]]:
-        """(source, re-created inside the loop's run) for what the loop iterates."""
+    def iterated(self, loop: LoopRecord) -> list[tuple[Source, bool, str]]:
+        """(source, re-created inside the loop's run, how) for what the loop iterates."""
         node = loop.node
-        found: list[tuple[Source, bool]] = []
+        found: list[tuple[Source, bool, str]] = []
         if isinstance(node, cst.For):
             forever = self.re_iterates_forever(node.iter, loop.scope)
-            found += [(source, forever) for source in self.sources(node.iter, loop.scope)]
+            how = "a generator re-iterated forever by a training loop" if forever else "a training loop"
+            found += [(source, forever, how) for source in self.sources(node.iter, loop.scope)]
         for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
             if self.source.qualname(call.node.func, call.scope) == "next" and call.node.args:
                 argument = call.node.args[0].value
                 # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
-                again = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
-                again = again or self.re_iterates_forever(argument, call.scope)
-                found += [(source, again) for source in self.sources(argument, call.scope)]
+                recreated = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
+                forever = self.re_iterates_forever(argument, call.scope)
+                if forever:
+                    how = "a generator re-iterated forever, consumed with `next(...)` by a training loop"
+                elif recreated:
+                    how = "`iter(...)` re-created after StopIteration in a training loop"
+                else:
+                    how = "`next(...)` in a training loop"
+                again = recreated or forever
+                found += [(source, again, how) for source in self.sources(argument, call.scope)]
         return found
 
     def re_iterates_forever(
@@ -253,23 +268,26 @@ class TrainingAnalysis:
                 return [loader]
             target = facts.callee_of_call(expr, scope)
             if target is not None:
-                other, function = target
-                if other is facts:
-                    found: list[Source] = []
-                    for returned in function.outputs:
-                        found += self.sources(returned, function.scope, index, depth + 1)
-                    return found
-                return [ExternalSource(str(other.file), function.name, index)]
+                return self._returned(expr, scope, *target, index, depth)
             callee = facts.qualname(expr.func, scope) or ""
-            positional = [a.value for a in expr.args if not a.keyword and not a.star]
+            passed = [a.value for a in expr.args if not a.keyword and not a.star]
+            # `backend.distribute(training_data=loader)`: a call of which nothing is known hands back what
+            # it is given, positionally or (when nothing is positional) by keyword
+            passed = passed or [a.value for a in expr.args if a.keyword is not None]
             if index is not None and callee not in _WRAPPERS:  # `a, b = accelerator.prepare(a, b)`
-                return (
-                    self.sources(positional[index], scope, None, depth + 1) if index < len(positional) else []
-                )
+                return self.sources(passed[index], scope, None, depth + 1) if index < len(passed) else []
             found = []
-            for value in positional:  # enumerate(loader), tqdm(loader), log_every(loader, 10)
+            for value in passed:  # enumerate(loader), tqdm(loader), log_every(loader, 10)
                 found += self.sources(value, scope, None, depth + 1)
             return found
+        if isinstance(expr, cst.IfExp):  # `build_a(cfg) if cfg.kind == "a" else build_b(cfg)`
+            return self.sources(expr.body, scope, index, depth + 1) + self.sources(
+                expr.orelse, scope, index, depth + 1
+            )
+        if isinstance(expr, cst.BooleanOperation):  # `loader or default_loader()`
+            return self.sources(expr.left, scope, index, depth + 1) + self.sources(
+                expr.right, scope, index, depth + 1
+            )
         if isinstance(expr, cst.Name):
             found = []
             for binding in scope.lookup(expr.value):
@@ -301,6 +319,49 @@ class TrainingAnalysis:
             return found
         return []
 
+    def _returned(
+        self,
+        call: cst.Call,
+        scope: Scope,
+        other: SourceModule,
+        function: FunctionRecord,
+        index: int | None,
+        depth: int,
+    ) -> list[Source]:
+        """What a call of a project function hands back: what it builds or gets (in another module: that
+        function's value, resolved there), and the arguments of this very call for the parameters it returns
+        (`wrap_loader(loader)` returning `loader` or a wrapper of it) — never the other callers' arguments."""
+        found: list[Source] = []
+        flags = call_flags(self.source, call, scope, function)
+        if other is not self.source:
+            found.append(ExternalSource(str(other.file), function.name, index, flags))
+        for name in other.analysis(TrainingAnalysis).returned_parameters(function, index):
+            argument = argument_for(call, function, name)
+            if argument is not None:
+                found += self.sources(argument, scope, None, depth + 1)
+        if other is self.source:
+            for returned in function.outputs:
+                for source in self.sources(returned, function.scope, index, depth + 1):
+                    if isinstance(source, ParamSource) and source.function is function:
+                        continue
+                    if isinstance(source, Loader) and not branch_runs(source, function, flags):
+                        continue  # `if train: ... else: DataLoader(val_set)` called with train=True
+                    found.append(source)
+        return found
+
+    def returned_parameters(self, function: FunctionRecord, index: int | None = None) -> list[str]:
+        """The parameters of `function` whose value (or a wrapper of it) it returns or yields from."""
+        key = (id(function), index)
+        if key not in self._returned_params:
+            self._returned_params[key] = []  # recursion guard
+            names: list[str] = []
+            for returned in function.outputs:
+                for source in self.sources(returned, function.scope, index):
+                    if isinstance(source, ParamSource) and source.function is function:
+                        names.append(source.name)
+            self._returned_params[key] = list(dict.fromkeys(names))
+        return self._returned_params[key]
+
     # -- the answers rules need -------------------------------------------------------------------------
 
     def trace(self, sources, per_epoch: bool, depth: int = 0):
@@ -308,7 +369,7 @@ class TrainingAnalysis:
         for source in sources:
             yield source, per_epoch
             if isinstance(source, ParamSource) and depth < MAX_DEPTH:
-                for call in self.source.calls_of(source.function):
+                for call in self.source.callers_of(source.function):
                     argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
@@ -325,9 +386,9 @@ class TrainingAnalysis:
         facts = self.source
         for loop in self.training_loops:
             around = loop.parent is not None or self.called_repeatedly(loop.function)
-            for source, again in self.iterated(loop):
+            for source, again, how in self.iterated(loop):
                 for found, per_epoch in self.trace([source], around or again):
-                    yield found, per_epoch, loop.node, "a training loop"
+                    yield found, per_epoch, loop.node, how
         for call in facts.calls:  # calls into other modules' training functions
             target = facts.callee(call)
             if target is None or target[0] is facts:
@@ -406,25 +467,55 @@ class TrainingAnalysis:
         return self._loader_uses.get(id(loader.call), [])
 
     def _uses_from_importers(self) -> dict[int, list[LoaderUse]]:
-        """Loaders this module builds in a factory that another project file iterates for training."""
+        """Loaders this module builds in a factory whose value another project file iterates for training."""
+        found: dict[int, list[LoaderUse]] = {}
+        for (name, index, flags), uses in self._function_uses().items():
+            function = self.source.top_level_function(name)
+            if function is None:
+                continue
+            for returned in function.outputs:
+                for loader in self.sources(returned, function.scope, index):
+                    if isinstance(loader, Loader) and branch_runs(loader, function, flags):
+                        found.setdefault(id(loader.call), []).extend(uses)
+        return found
+
+    def _function_uses(self) -> dict[tuple[str, int | None, Flags], list[LoaderUse]]:
+        """(function, tuple index, the constants passed) -> where other project files train with what this
+        module's top-level function returns: files that import this one, and those that import it through a
+        package's `__init__.py` re-exporting it (memoised)."""
+        if self._exports is not None:
+            return self._exports
+        self._exports = {}  # an import cycle asking back while this runs sees nothing
         facts = self.source
         if facts.project is None or facts.file is None:
-            return {}
-        found: dict[int, list[LoaderUse]] = {}
-        for importer in facts.project.importers_of(facts.file):
+            return self._exports
+        importers = list(facts.project.importers_of(facts.file))
+        for importer in list(importers):
+            if importer.name == "__init__.py":
+                importers += [p for p in facts.project.importers_of(importer) if p not in importers]
+        exports: dict[tuple[str, int | None, Flags], list[LoaderUse]] = {}
+        for importer in importers:
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:
                 continue
-            for source, use in other.analysis(TrainingAnalysis).external_training_sources():
-                if source.path != str(facts.file):
-                    continue
-                function = facts.top_level_function(source.function)
-                if function is None:
-                    continue
-                for returned in function.outputs:
-                    for loader in self.sources(returned, function.scope, source.index):
-                        if isinstance(loader, Loader):
-                            found.setdefault(id(loader.call), []).append(use)
+            for source, use in other.analysis(TrainingAnalysis).exported_training_sources():
+                if source.path == str(facts.file):
+                    exports.setdefault((source.function, source.index, source.flags), []).append(use)
+        self._exports = exports
+        return exports
+
+    def exported_training_sources(self) -> list[tuple[ExternalSource, LoaderUse]]:
+        """Other modules' functions whose value feeds training: iterated here, or returned by a function of
+        this module whose value another file iterates (`def build_loader(cfg): return build_a(cfg)`)."""
+        found = self.external_training_sources()
+        for (name, index, _), uses in self._function_uses().items():
+            function = self.source.top_level_function(name)
+            if function is None:
+                continue
+            for returned in function.outputs:
+                for source in self.sources(returned, function.scope, index):
+                    if isinstance(source, ExternalSource):
+                        found += [(source, use) for use in uses]
         return found
 
     def training_device(self, loader: Loader) -> Device:
@@ -441,29 +532,122 @@ class TrainingAnalysis:
         """The loaders a training loop iterates: directly, through parameters, or from another file's
         factory."""
         found: list[Loader] = []
-        for source, _ in self.iterated(loop):
+        for source, _, _ in self.iterated(loop):
             for traced, _ in self.trace([source], False):
                 if isinstance(traced, ExternalSource):
                     found += [x for x in self._external_loaders(traced) if x not in found]
                 elif isinstance(traced, Loader) and traced not in found:
                     found.append(traced)
+                elif isinstance(traced, ParamSource):
+                    found += [x for x in self._loaders_from_importers(traced) if x not in found]
         return found
 
-    def _external_loaders(self, source: ExternalSource) -> list[Loader]:
+    def _loaders_from_importers(self, param: ParamSource) -> list[Loader]:
+        """The loaders other project files pass for a parameter of this module's top-level function
+        (`train_one_epoch(model, train_loader, ...)` in train.py, for the loop of engine.py)."""
         facts = self.source
-        if facts.project is None:
+        function = param.function
+        if (
+            facts.project is None
+            or facts.file is None
+            or facts.top_level_function(function.name) is not function
+        ):
+            return []
+        found: list[Loader] = []
+        for importer in facts.project.importers_of(facts.file):
+            other = facts.project.facts_for(importer, facts.file)
+            if other is None or other is facts:
+                continue
+            analysis = other.analysis(TrainingAnalysis)
+            for call in other.calls:
+                target = other.callee(call)
+                argument = argument_for(call.node, function, param.name) if target is not None else None
+                if target is None or target[1] is not function or argument is None:
+                    continue
+                for traced, _ in analysis.trace(analysis.sources(argument, call.scope), False):
+                    if isinstance(traced, Loader):
+                        found.append(traced)
+                    elif isinstance(traced, ExternalSource):
+                        found += analysis._external_loaders(traced)
+        return found
+
+    def _external_loaders(self, source: ExternalSource, depth: int = 0) -> list[Loader]:
+        """The loaders another module's function returns, also through the functions it returns the value
+        of (a dispatching `build_loader(cfg)`)."""
+        facts = self.source
+        if facts.project is None or depth > MAX_DEPTH:
             return []
         other = facts.project.facts_for(Path(source.path), facts.file)
         function = other.top_level_function(source.function) if other is not None else None
         if other is None or function is None:
             return []
         analysis = other.analysis(TrainingAnalysis)
-        return [
-            loader
-            for returned in function.outputs
-            for loader in analysis.sources(returned, function.scope, source.index)
-            if isinstance(loader, Loader)
-        ]
+        found: list[Loader] = []
+        for returned in function.outputs:
+            for traced in analysis.sources(returned, function.scope, source.index):
+                if isinstance(traced, Loader):
+                    if branch_runs(traced, function, source.flags):
+                        found.append(traced)
+                elif isinstance(traced, ExternalSource):
+                    found += analysis._external_loaders(traced, depth + 1)
+        return found
+
+
+def call_flags(source: SourceModule, call: cst.Call, scope: Scope, function: FunctionRecord) -> Flags:
+    """The constants a call gives `function`'s parameters: passed (also through a `**` dict the reader
+    follows) or, when every argument is accounted for, by default (`is_training=True`)."""
+    params = function.node.params
+    positional = list(function.params)
+    if function.owner is not None and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    arguments = read_call(
+        source, call, scope, Signature(tuple(positional), star_args=params.star_arg is not None)
+    )
+    flags = []
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        name = param.name.value
+        argument = arguments.get(name)
+        if argument is not None:
+            known, value = argument.constant()
+        elif arguments.complete and param.default is not None:
+            known, value = literal_of(param.default)
+        else:
+            known = False
+        if known:
+            flags.append((name, value))
+    return tuple(flags)
+
+
+def branch_runs(loader: Loader, function: FunctionRecord, flags: Flags) -> bool:
+    """False when the loader is built in a branch of `function` that a call with these constants skips
+    (`if is_training: ... else: DataLoader(val_set)` called with `is_training=True`); True otherwise."""
+    known = dict(flags)
+    for test, branch in loader.guards:
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        operand = test.expression if negated else test  # type: ignore[attr-defined]
+        truth: bool | None = None
+        if isinstance(operand, cst.Name) and _is_parameter(operand, loader, function, known):
+            truth = bool(known[operand.value])
+        elif (
+            isinstance(operand, cst.Comparison)
+            and len(operand.comparisons) == 1
+            and isinstance(operand.left, cst.Name)
+            and isinstance(operand.comparisons[0].operator, (cst.Equal, cst.NotEqual))
+            and _is_parameter(operand.left, loader, function, known)
+        ):  # `if split == "train":`
+            ok, other = literal_of(operand.comparisons[0].comparator)
+            if ok:
+                truth = known[operand.left.value] == other
+                truth = truth if isinstance(operand.comparisons[0].operator, cst.Equal) else not truth
+        if truth is not None and (truth != negated) != branch:
+            return False
+    return True
+
+
+def _is_parameter(name: cst.Name, loader: Loader, function: FunctionRecord, known: dict) -> bool:
+    return name.value in known and any(
+        b.kind is BindingKind.PARAM and b.scope is function.scope for b in loader.scope.lookup(name.value)
+    )
 
 
 def _descendants(loop: LoopRecord):
