@@ -87,12 +87,11 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         if problems:
             problem = problems[0]
             what = f"`{problem.what}`"
-            # "`collate_fn` is a lambda"; "`collate_fn` is defined inside a function" (the option is named
-            # like the function); "`collate_fn`: `collate` is defined inside a function"
-            if problem.why.startswith(f"{what} "):
-                why = problem.why
-            elif problem.why.startswith("`"):
-                why = f"{what}: {problem.why}"
+            # The facts give a noun phrase: "`collate_fn` is a lambda", "`collate_fn` is `collate`, a
+            # function defined inside a function"; an option named like its function is named once
+            # ("`collate_fn` is a function defined inside a function").
+            if problem.why.startswith(f"{what}, "):
+                why = f"{what} is {problem.why[len(what) + 2 :]}"
             else:
                 why = f"{what} is {problem.why}"
             return (
