@@ -157,13 +157,19 @@ class DatasetAnalysis:
                         return f"built with {inner} in its `{arg.keyword.value}`"
             return None
         if isinstance(expr, cst.Name):
-            for binding in scope.lookup(expr.value):
-                if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
-                    return f"`{expr.value}`, a function defined inside a function"
-                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
-                    why = self._why_unpicklable(binding.value, binding.scope, depth + 1)
-                    if why:
-                        return why
+            return self._through_name(expr, scope, depth, self._why_unpicklable)
+        return None
+
+    def _through_name(self, name: cst.Name, scope: Scope, depth: int, follow) -> str | None:
+        """A name that is a function defined inside a function, or that was assigned something `follow`
+        finds unpicklable."""
+        for binding in scope.lookup(name.value):
+            if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
+                return f"`{name.value}`, a function defined inside a function"
+            if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                found = follow(binding.value, binding.scope, depth + 1)
+                if found:
+                    return found
         return None
 
     def _in_transform(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
@@ -191,13 +197,7 @@ class DatasetAnalysis:
                     return inner
             return None
         if isinstance(expr, cst.Name):
-            for binding in scope.lookup(expr.value):
-                if binding.kind is BindingKind.DEF and binding.scope.kind is ScopeKind.FUNCTION:
-                    return f"`{expr.value}`, a function defined inside a function"
-                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
-                    inner = self._in_transform(binding.value, binding.scope, depth + 1)
-                    if inner:
-                        return inner
+            return self._through_name(expr, scope, depth, self._in_transform)
         return None
 
 
