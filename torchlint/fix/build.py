@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.names import ScopeKind
 from torchlint.fix.model import AddImport, DropImportIfUnused, Edit
 
 if TYPE_CHECKING:
@@ -278,7 +277,7 @@ def name_module(
         return existing, ()
     if not source.name_is_free(module, scope):
         return None
-    if beside is not None and beside.node is not None and beside.scope.kind is ScopeKind.FUNCTION:
+    if beside is not None and beside.node is not None and beside.in_function:
         start, _ = source.span(beside.node)
         line_start, _ = source.line_span(beside.node)
         indent = source.text[line_start:start]
@@ -368,28 +367,23 @@ def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str
     return quotes
 
 
-class _Requote(cst.CSTTransformer):
-    """String literals written with a quote an enclosing f-string forbids, rewritten with the other quote."""
-
-    def __init__(self, forbidden: set[str]) -> None:
-        super().__init__()
-        self.forbidden = forbidden
-
-    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
-        prefix_length = len(updated.prefix)
-        quote = updated.quote
-        body = updated.value[prefix_length + len(quote) : -len(quote)]
-        if quote[0] not in self.forbidden and "\\" not in body:
-            return updated
-        other = "'" if quote[0] == '"' else '"'
-        if other in self.forbidden or "\\" in body or other in body or quote[0] in body:
-            raise EditError("a string inside an f-string cannot be written with an allowed quote")
-        new_quote = quote.replace(quote[0], other)
-        return updated.with_changes(value=f"{updated.prefix}{new_quote}{body}{new_quote}")
-
-
 def _requoted(new: cst.CSTNode, forbidden: set[str]) -> cst.CSTNode:
-    return new.visit(_Requote(forbidden))  # type: ignore[return-value]
+    """`new` with its string literals that use a quote in `forbidden` rewritten with the other quote;
+    EditError when one cannot be (it holds both quotes, or a backslash, which 3.11 forbids there too)."""
+
+    class Requote(cst.CSTTransformer):  # defined here: a LibCST base class would import LibCST at start-up
+        def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString):
+            quote = updated.quote
+            body = updated.value[len(updated.prefix) + len(quote) : -len(quote)]
+            if quote[0] not in forbidden and "\\" not in body:
+                return updated
+            other = "'" if quote[0] == '"' else '"'
+            if other in forbidden or "\\" in body or other in body or quote[0] in body:
+                raise EditError("a string inside an f-string cannot be written with an allowed quote")
+            new_quote = quote.replace(quote[0], other)
+            return updated.with_changes(value=f"{updated.prefix}{new_quote}{body}{new_quote}")
+
+    return new.visit(Requote())  # type: ignore[return-value]
 
 
 def _body_code(source: SourceModule, statement: cst.CSTNode) -> str:

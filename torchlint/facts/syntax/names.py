@@ -46,6 +46,11 @@ class Binding:
     alias: cst.ImportAlias | None = None
 
     @property
+    def in_function(self) -> bool:
+        """Bound by a function's own code (a local import, a local variable), not at module or class level."""
+        return self.scope.kind is ScopeKind.FUNCTION
+
+    @property
     def is_none_fallback(self) -> bool:
         return (
             self.kind is BindingKind.ASSIGN
