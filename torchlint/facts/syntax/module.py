@@ -120,34 +120,33 @@ class SourceModule:
         return self._references_by_binding.get(id(binding), [])
 
     @cached_property
-    def _try_statements(self) -> list[tuple[tuple[int, int], list[tuple[int, int]]]]:
-        """Each `try` statement's body span and its handlers' spans."""
-        return [
-            (self.span(statement.body), [self.span(handler) for handler in statement.handlers])
-            for statement in walk.statements(self.module)
-            if isinstance(statement, (cst.Try, cst.TryStar))
-        ]
+    def _tries(self) -> list[tuple[list[tuple[int, int]], set[str]]]:
+        """Each `try` statement: its handlers' spans, and what its body uses or imports (qualified names
+        with their parents: `torch.amp.GradScaler` names `torch.amp` too)."""
+        found = []
+        for statement in walk.statements(self.module):
+            if not isinstance(statement, (cst.Try, cst.TryStar)):
+                continue
+            body_start, body_end = self.span(statement.body)
+            named: set[str] = set()
+            for ref in self.references:
+                if ref.qualname and body_start <= self.span(ref.expr)[0] < body_end:
+                    named |= _with_parents(ref.qualname)
+            for line in walk.simple_lines(statement.body):
+                for small in line.body:
+                    named |= _imported_modules(small)
+            found.append(([self.span(handler) for handler in statement.handlers], named))
+        return found
 
     def is_fallback_for(self, node: cst.CSTNode, module: str) -> bool:
         """Whether `node` sits in an `except` handler of a `try` whose body uses or imports something from
         `module`: the fallback that runs when the newer API is missing (`try: torch.amp.GradScaler("cuda")
         except AttributeError: torch.cuda.amp.GradScaler()`), which must stay the older API."""
         start = self.span(node)[0]
-        for (body_start, body_end), handlers in self._try_statements:
-            if not any(h_start <= start < h_end for h_start, h_end in handlers):
-                continue
-            inside = range(body_start, body_end)
-            for ref in self.references:
-                qualname = ref.qualname or ""
-                if (qualname == module or qualname.startswith(module + ".")) and self.span(ref.expr)[
-                    0
-                ] in inside:
-                    return True
-            for statement in walk.statements(self.module):
-                if isinstance(statement, cst.SimpleStatementLine) and self.span(statement)[0] in inside:
-                    if any(module in _imported_modules(small) for small in statement.body):
-                        return True
-        return False
+        return any(
+            module in named and any(h_start <= start < h_end for h_start, h_end in handlers)
+            for handlers, named in self._tries
+        )
 
     @cached_property
     def exported_names(self) -> frozenset[str]:
@@ -600,7 +599,7 @@ def _section(module: str) -> int:
     return 1 if top in sys.stdlib_module_names else 2
 
 
-def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
+def _imported_modules(small: cst.CSTNode) -> set[str]:
     """The modules an import statement names, with their parents (`import torch.amp` names both)."""
     named: list[str] = []
     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
@@ -611,11 +610,12 @@ def _imported_modules(small: cst.BaseSmallStatement) -> set[str]:
                 named.extend(f"{base}.{dotted(alias.name)}" for alias in small.names)
     elif isinstance(small, cst.Import):
         named.extend(d for d in (dotted(alias.name) for alias in small.names) if d is not None)
-    found: set[str] = set()
-    for name in named:
-        parts = name.split(".")
-        found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-    return found
+    return {parent for name in named for parent in _with_parents(name)}
+
+
+def _with_parents(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[: i + 1]) for i in range(len(parts))}
 
 
 def _is_stand_in(binding: Binding) -> bool:

@@ -179,23 +179,16 @@ class DatasetAnalysis:
             return None
         if isinstance(expr, cst.Lambda):
             return "a lambda"
+        parts: list[cst.BaseExpression] = []
         if isinstance(expr, (cst.List, cst.Tuple)):
-            for element in expr.elements:
-                inner = self._in_transform(element.value, scope, depth + 1)
-                if inner:
-                    return inner
-            return None
-        if isinstance(expr, cst.Call):
-            callee = (self.source.qualname(expr.func, scope) or self.source.code(expr.func)).rpartition(".")[
-                2
-            ]
-            if not any(word in callee.lower() for word in ("compose", "lambda", "transform", "sequential")):
-                return None
-            for arg in expr.args:
-                inner = self._in_transform(arg.value, scope, depth + 1)
-                if inner:
-                    return inner
-            return None
+            parts = [element.value for element in expr.elements]
+        elif isinstance(expr, cst.Call):
+            named = self.source.qualname(expr.func, scope) or self.source.code(expr.func)
+            callee = named.rpartition(".")[2].lower()
+            if any(word in callee for word in ("compose", "lambda", "transform", "sequential")):
+                parts = [arg.value for arg in expr.args]
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Call)):
+            return next(filter(None, (self._in_transform(part, scope, depth + 1) for part in parts)), None)
         if isinstance(expr, cst.Name):
             return self._through_name(expr, scope, depth, self._in_transform)
         return None
