@@ -7,10 +7,13 @@ Each fixture below runs only when its folder exists (the list grows as the rule 
 fixes of its family and `--unsafe-fixes`, one patched run per fix plus one with all of them, the
 variants interleaved (A B A B) over --repeat rounds and the same thread settings in every run. Per
 fixture it prints the exact command, the machine's load, and per variant the median step time, the
-speed-up with its 95% interval, the peak-memory change and whether the losses agree; then the targets:
+speed-up with its 95% interval, the peak-memory and step-memory changes and whether the losses agree;
+then the targets:
 
 - loader_bound (data loading, TL2): the data-loading fixes give at least 1.3x on a 2-core CPU;
-- checkpoint_transformer (checkpointing, TL4): the checkpointing fix lowers peak memory.
+- checkpoint_transformer (checkpointing, TL4): the checkpointing fix lowers the step memory (the profiler's
+  allocations over the profiled steps: on a CPU the process's peak RSS is mostly torch itself) by at least
+  10%, with the same losses.
 
 This is a benchmark, not a test: it prints figures and asserts only that the runs happened. The figures
 depend on the machine's load (printed): measure on a quiet machine.
@@ -109,11 +112,13 @@ def summarise(case: Case, report: dict) -> str:
         speed = variant["speed"] or {}
         interval = speed.get("interval95") or speed.get("repeats_range")
         memory = variant["memory_change"]
+        working = (variant["working_memory"] or {}).get("change")
         lines.append(
             f"  {variant['name']:<45} speed-up "
             + (f"{speed['speedup']:.2f}x" if speed.get("speedup") else "-")
             + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
             + (f", peak memory x{memory:.2f}" if memory else "")
+            + (f", step memory x{working:.2f}" if working else "")
             + f", losses {(variant['losses'] or {}).get('verdict', '-')}, verdict {variant['verdict']}"
         )
     every = next((v for v in variants if v["kind"] == "all"), None)
@@ -124,8 +129,13 @@ def summarise(case: Case, report: dict) -> str:
         status = "met" if speedup >= case.min_speedup else "NOT met"
         lines.append(f"  target: all fixes >= {case.min_speedup:.1f}x: {speedup:.2f}x ({status})")
     else:
-        change = every["memory_change"] or 1.0
-        lines.append(f"  target: peak memory drops: x{change:.2f} ({'met' if change < 1 else 'NOT met'})")
+        working = every["working_memory"] or {}
+        change = working.get("change") or 1.0
+        met = working.get("verdict") == "less" and (every["losses"] or {}).get("verdict") == "agree"
+        lines.append(
+            f"  target: step memory drops (at least 10%), same losses: x{change:.2f} "
+            f"({'met' if met else 'NOT met'})"
+        )
     return "\n".join(lines)
 
 

@@ -216,3 +216,20 @@ def test_ranks_started_with_torch_multiprocessing_spawn_are_measured_and_all_sto
     run = report["runs"][0]
     assert run["status"] == "stopped" and run["steps"] == 4 and run["leftover_pids"] == []
     assert report["variants"][0]["stats"]["steps_timed"] >= 1
+
+
+def test_checkpointing_is_verified_by_the_step_memory_it_saves_with_the_same_losses():
+    done, report = verify(
+        "fixtures/checkpoint_transformer/train.py", "--select", "TL401", "--unsafe-fixes",
+        "--steps", "4", "--warmup", "1", "--", "8",
+    )  # fmt: skip
+    assert report is not None, done.stderr
+    original, fixed = report["variants"]
+    assert [fix["code"] for fix in fixed["fixes"]] == ["TL401"]
+    # The working memory of a step (the profiler's allocations over the profiled steps) drops well below
+    # the original's; the losses are those of the original at every step, checkpointed or not.
+    assert original["stats"]["working_memory_bytes"] > 2**20
+    assert fixed["working_memory"]["verdict"] == "less" and fixed["working_memory"]["change"] < 0.6
+    assert fixed["losses"]["verdict"] == "agree" and fixed["losses"]["tolerance"].startswith("tight")
+    assert fixed["verdict"] == "less memory" and done.returncode == 0, done.stdout
+    assert "step memory" in done.stdout

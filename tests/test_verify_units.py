@@ -321,3 +321,69 @@ def test_a_slowdown_in_one_run_each_is_inconclusive_only_on_a_machine_already_bu
 
     assert decide(5.0) == ("inconclusive", 0)
     assert decide(0.5) == ("slower", 1)
+
+
+def _fix(code: str, applicability: str = "unsafe") -> patches.AppliedFix:
+    return patches.AppliedFix(code, "name", "title", applicability, "/x/model.py", 3, 1)
+
+
+def _decided(fix: patches.AppliedFix, working_before: int, working_after: int) -> tuple[str, int, str]:
+    from torchlint.verify.verifier import ArmResult, VerifyOptions, VerifyReport, _decide
+
+    before, after = _stats([0.05] * 6), _stats([0.1] * 6)
+    before.working_peak, after.working_peak = working_before, working_after
+    original = ArmResult(patches.Variant("original", "original"), stats=[before])
+    fixed = ArmResult(patches.Variant("all", "all", [fix]), stats=[after])
+    report = VerifyReport(VerifyOptions(Path("x.py")), 1, 2, [original, fixed], [], [])
+    _decide(report)
+    assert fixed.losses is not None
+    return fixed.verdict, report.exit_code, fixed.losses.tolerance.split(":")[0]
+
+
+def test_checkpointing_that_saves_step_memory_is_judged_on_memory_not_on_its_time():
+    assert _decided(_fix("TL401"), 14 * 2**20, 4 * 2**20) == ("less memory", 0, "tight")
+
+
+def test_checkpointing_that_saves_no_memory_and_costs_time_is_worse():
+    assert _decided(_fix("TL401"), 14 * 2**20, 14 * 2**20) == ("slower", 1, "tight")
+
+
+def test_a_fix_that_is_not_checkpointing_is_judged_on_its_time_whatever_the_memory():
+    assert _decided(_fix("TL201"), 14 * 2**20, 4 * 2**20) == ("slower", 1, "loose")
+
+
+def test_working_memory_changes_within_ten_percent_are_the_same():
+    def memory(before: int, after: int) -> compare.Memory:
+        a, b = _stats([0.05] * 6), _stats([0.05] * 6)
+        a.working_peak, b.working_peak = before, after
+        return compare.compare_memory([a], [b])
+
+    assert memory(100, 95) == compare.Memory(0.95, "same")
+    assert memory(100, 50).verdict == "less"
+    assert memory(100, 120).verdict == "more"
+    assert memory(100, 0).verdict == "unknown"
+
+
+def test_working_memory_is_the_peak_of_what_the_profiled_steps_allocated_net_of_frees(monkeypatch):
+    from types import SimpleNamespace
+
+    hooks = pytest.importorskip("torchlint.verify.bootstrap.hooks")
+
+    def event(start: int, nbytes: int, device: str = "DeviceType.CPU", name: str = "[memory]"):
+        return SimpleNamespace(
+            name=lambda: name, start_ns=lambda: start, nbytes=lambda: nbytes, device_type=lambda: device
+        )
+
+    events = [
+        event(3, -300),  # the forward's activations freed by backward
+        event(1, 100),
+        event(2, 300),
+        event(4, 50),
+        event(5, 7, name="aten::mm"),  # not a memory record
+        event(2, 1000, device="DeviceType.CUDA"),
+    ]
+    profiler = SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
+    assert hooks.working_memory(profiler) == {"cpu_peak_bytes": 400, "cuda_peak_bytes": 1000}
+    assert hooks.working_memory(SimpleNamespace()) is None

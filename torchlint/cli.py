@@ -817,8 +817,9 @@ def verify(
 ) -> None:
     """Run SCRIPT before and after its fixes and report what changed: `torchlint verify train.py -- ARGS`.
 
-    Exit status: 0 verified (no fix made training slower or changed its losses), 1 a fix made training
-    slower beyond noise, changed the losses or broke the script, 2 usage errors and an original run that
+    Exit status: 0 verified (no fix made training worse or changed its losses; checkpointing may cost
+    time when it saves step memory), 1 a fix made training slower beyond noise, changed the losses or
+    broke the script, 2 usage errors and an original run that
     crashed, exited with an error, never stepped an optimizer or timed out.
     """
     import json

@@ -10,10 +10,15 @@
   the paired range) lies above 1, `slower` when it is at most 1 / (1 + max(noise, 10%)) and they lie below
   1, else `no change`; the noise is NOISE (5%) or half the arms' relative inter-quartile range, whichever
   is larger (tiny steps jitter more).
+- Memory: the working memory of a profiled step (see the hooks), the smallest over the arm's repeats;
+  `less` when the variant's is at most 1 / (1 + MEMORY_NOISE) of the original's, `more` when it is at least
+  1 + MEMORY_NOISE times, else `same`. A fix that trades time for memory (activation checkpointing, TL4xx)
+  is judged on it: less memory is what it is for, and the time it costs is reported, not held against it.
 - Losses: with only safe fixes the per-step losses of every common step must agree tightly (safe fixes do
-  not change what is computed, and both runs are seeded alike); with an unsafe fix (workers, autocast,
-  compile) the mean loss over the common steps of the first epoch must agree within LOOSE_RTOL, since data
-  order, augmentation RNG streams or precision may legitimately change.
+  not change what is computed, and both runs are seeded alike); so must they with checkpointing, unsafe
+  as it is (the recomputed forward computes the same values, with the RNG state restored); with another
+  unsafe fix (workers, autocast, compile) the mean loss over the common steps of the first epoch must agree
+  within LOOSE_RTOL, since data order, augmentation RNG streams or precision may legitimately change.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ NOISE = 0.05
 SLOWER_NOISE = 0.10  # "slower" exits 1 (a CI failure): it needs a larger change than "faster" does
 TIGHT = {"rtol": 1e-4, "atol": 1e-6}
 LOOSE_RTOL = 0.10
+MEMORY_NOISE = 0.10
+MEMORY_FIX_PREFIXES = ("TL4",)  # activation checkpointing: time for memory, the same values
 BOOTSTRAP_SAMPLES = 1000
 DATA_SHARE_LIMIT = 0.05
 MEMORY_LIMIT = 0.90
@@ -49,6 +56,7 @@ class RunStats:
     excluded_profiled: int
     device: str
     peak_above_start: int | None = None  # peak RSS minus the RSS when the script started (CPU runs)
+    working_peak: int | None = None  # a profiled step's working memory on the run's device (see hooks)
 
 
 def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
@@ -69,6 +77,8 @@ def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
         peak, kind = memory.get("peak_rss_bytes"), "peak_rss"
         if peak and memory.get("rss_at_start_bytes"):
             above = max(0, peak - memory["rss_at_start_bytes"])
+    device = raw.get("device", {}).get("type", "cpu")
+    working = ((raw.get("profile") or {}).get("working_memory") or {}).get(f"{device}_peak_bytes")
     first_marker = steps[0]["epoch_marker"] if steps else 0
     first_epoch = sum(1 for s in steps if s["epoch_marker"] == first_marker)
     return RunStats(
@@ -82,8 +92,9 @@ def run_stats(raw: dict[str, Any], warmup: int) -> RunStats:
         [s.get("loss") for s in steps],
         first_epoch,
         excluded,
-        raw.get("device", {}).get("type", "cpu"),
+        device,
         above,
+        working or None,
     )
 
 
@@ -151,6 +162,29 @@ def compare_speed(before: list[RunStats], after: list[RunStats]) -> Speed:
     return Speed(speedup, interval, repeats, verdict, noise)
 
 
+@dataclass
+class Memory:
+    working_change: float | None  # the variant's working memory per step / the original's
+    verdict: str  # less | more | same | unknown
+
+
+def compare_memory(before: list[RunStats], after: list[RunStats]) -> Memory:
+    a = min((s.working_peak for s in before if s.working_peak), default=None)
+    b = min((s.working_peak for s in after if s.working_peak), default=None)
+    if not a or not b:
+        return Memory(None, "unknown")
+    change = b / a
+    if change <= 1 / (1 + MEMORY_NOISE):
+        return Memory(change, "less")
+    if change >= 1 + MEMORY_NOISE:
+        return Memory(change, "more")
+    return Memory(change, "same")
+
+
+def trades_time_for_memory(codes: list[str]) -> bool:
+    return any(code.startswith(MEMORY_FIX_PREFIXES) for code in codes)
+
+
 def _relative_spread(values: list[float]) -> float:
     """The inter-quartile range over the median: how much the steps of one arm jitter."""
     q = quartiles(values)
@@ -169,7 +203,16 @@ class Losses:
     detail: str = ""
 
 
+def loose_losses(codes: list[str], applicabilities: list[str]) -> bool:
+    """Whether the fixes may change the computed values: an unsafe one that is not checkpointing."""
+    return any(
+        applicability == "unsafe" and not code.startswith(MEMORY_FIX_PREFIXES)
+        for code, applicability in zip(codes, applicabilities, strict=True)
+    )
+
+
 def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
+    """`unsafe`: the fixes may change the computed values (see `loose_losses`)."""
     if unsafe:
         tolerance = (
             f"loose: mean loss over the first epoch within rtol {LOOSE_RTOL:g} (an unsafe fix was applied)"
@@ -177,7 +220,8 @@ def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
         count = min(before.first_epoch, after.first_epoch, len(before.losses), len(after.losses))
     else:
         tolerance = (
-            f"tight: every step within rtol {TIGHT['rtol']:g}, atol {TIGHT['atol']:g} (safe fixes only)"
+            f"tight: every step within rtol {TIGHT['rtol']:g}, atol {TIGHT['atol']:g} "
+            "(safe fixes or checkpointing: the same values computed)"
         )
         count = min(len(before.losses), len(after.losses))
     pairs = [

@@ -68,6 +68,14 @@ class Variant:
     def unsafe(self) -> bool:
         return any(fix.applicability == "unsafe" for fix in self.fixes)
 
+    @property
+    def codes(self) -> list[str]:
+        return [fix.code for fix in self.fixes]
+
+    @property
+    def applicabilities(self) -> list[str]:
+        return [fix.applicability for fix in self.fixes]
+
 
 @dataclass
 class Plan:

@@ -50,6 +50,7 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
         "peak_memory_bytes": max((s.peak_memory or 0) for s in arm.stats) or None,
         "peak_memory_above_start_bytes": max((s.peak_above_start or 0) for s in arm.stats) or None,
         "memory_kind": first.memory_kind,
+        "working_memory_bytes": min((s.working_peak for s in arm.stats if s.working_peak), default=None),
         "losses": first.losses,
         "first_epoch_steps": first.first_epoch,
     }
@@ -110,6 +111,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "stats": stats,
             "speed": None,
             "memory_change": None,
+            "working_memory": None,
             "losses": None,
             "runtime_findings": [_finding_json(f) for f in arm.findings],
             "top_ops": _top_ops(arm),
@@ -133,6 +135,8 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             key = "peak_memory_above_start_bytes"  # on a CPU: what the training added to the process
         if stats and before and stats[key] and before[key]:
             entry["memory_change"] = stats[key] / before[key]
+        if arm.memory is not None:
+            entry["working_memory"] = {"change": arm.memory.working_change, "verdict": arm.memory.verdict}
         if arm.losses is not None:
             entry["losses"] = {
                 "verdict": arm.losses.verdict,
@@ -223,6 +227,15 @@ def _bytes(value: int | None) -> str:
     return f"{value / 2**20:.0f} MiB"
 
 
+def _working(stats: dict[str, Any], compared: dict[str, Any] | None) -> str:
+    value = stats.get("working_memory_bytes")
+    if not value:
+        return "-"
+    shown = f"{value / 2**20:.1f} MiB" if value < 10 * 2**20 else _bytes(value)
+    change = (compared or {}).get("change")
+    return f"{shown} ({change:.2f}x)" if change else shown
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -254,6 +267,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         "speed-up",
         "95% interval",
         memory,
+        "step memory",
         "data wait",
         "losses",
         "verdict",
@@ -278,6 +292,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
                     if stats.get("peak_memory_above_start_bytes")
                     else ""
                 ),
+                _working(stats, variant["working_memory"]),
                 _percent(stats.get("data_wait_share")),
                 (variant["losses"] or {}).get("verdict", "-"),
                 variant["verdict"],
@@ -317,8 +332,24 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         out.write(f"note: {message}\n")
     for message in data["warnings"]:
         out.write(f"warning: {message}\n")
+    traded = [
+        v
+        for v in data["variants"]
+        if v["verdict"] == "less memory" and (v["speed"] or {}).get("verdict") == "slower"
+    ]
+    if traded:
+        out.write(
+            "note: checkpointing trades time for memory: "
+            + "; ".join(
+                f"{'all fixes' if v['kind'] == 'all' else v['name']}: "
+                f"{1 / v['speed']['speedup']:.2f}x the step time for "
+                f"{1 - v['working_memory']['change']:.0%} less step memory"
+                for v in traded
+            )
+            + "\n"
+        )
     verdict = {
-        "verified": "verified: no fix made training slower or changed its losses",
+        "verified": "verified: no fix made training worse or changed its losses",
         "worse": "worse: a fix made training slower, changed the losses or broke the script (see above)",
         "failed": "failed: nothing could be verified (see the errors above)",
     }[data["verdict"]]

@@ -67,6 +67,7 @@ class ArmResult:
     stats: list[compare.RunStats] = field(default_factory=list)
     speed: compare.Speed | None = None
     losses: compare.Losses | None = None
+    memory: compare.Memory | None = None
     verdict: str = ""
     failure: str | None = None
     findings: list[compare.RuntimeFinding] = field(default_factory=list)
@@ -281,9 +282,14 @@ def _decide(report: VerifyReport) -> None:
             arm.verdict = "not run"
             continue
         arm.speed = compare.compare_speed(original.stats, arm.stats)
-        arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], arm.variant.unsafe)
+        arm.memory = compare.compare_memory(original.stats, arm.stats)
+        loose = compare.loose_losses(arm.variant.codes, arm.variant.applicabilities)
+        arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], loose)
         if arm.losses.verdict == "differ":
             arm.verdict = "changed losses"
+        elif compare.trades_time_for_memory(arm.variant.codes) and arm.memory.verdict == "less":
+            # What checkpointing is for; its cost in time is in the speed column.
+            arm.verdict = "less memory"
         elif arm.speed.verdict == "slower" and report.busy and report.options.repeat == 1:
             # One run each on a machine busy with other work: a drift of its load looks like a slowdown.
             arm.verdict = "inconclusive"

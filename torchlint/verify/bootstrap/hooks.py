@@ -11,7 +11,11 @@
 - Loss: the scalar passed to `Tensor.backward` (or `torch.autograd.backward`), detached; when it is the
   output of `GradScaler.scale`, the unscaled loss is recorded instead. Values are converted to floats only at
   the end, so no synchronisation is added; micro-batches between two steps are averaged.
-- Memory: the CUDA allocator's peak when CUDA is in use, else the process's peak RSS.
+- Memory: the CUDA allocator's peak when CUDA is in use, else the process's peak RSS; and, from the
+  profiler's memory events over the profiled steps, the working memory of a step: the peak of what the
+  allocator handed out during those steps above what it held when they began (on a CPU the process's RSS
+  is mostly torch itself, so this is the figure that shows what checkpointing or autocast saved; it is
+  blind to a script's own `saved_tensors_hooks`, which would hide saved tensors from a counting hook).
 - Profile: `torch.profiler` runs over the first few steps after the warm-up (started and stopped by the
   step hook, so a script that ends early still has one); those steps are flagged, and left out of the
   timing statistics when at least three others remain (the profiler's overhead is not the script's).
@@ -218,7 +222,7 @@ class Recorder:
         if self.uses_cuda:
             activities.append(ProfilerActivity.CUDA)
         try:
-            self.profiler = profile(activities=activities)
+            self.profiler = profile(activities=activities, profile_memory=True)
             self.profiler.start()
             self.profile_started = time.perf_counter()
         except Exception as error:  # noqa: BLE001 - a profiler failure must not fail the run
@@ -320,7 +324,30 @@ def summarise_profile(profiler: Any, wall: float, cuda: bool) -> dict[str, Any]:
         "device_busy_ms": device_us / 1000,
         "tensor_core_kernels": sum(1 for n in names if _tensor_core_kernel(n)),
         "device_kernels": len(names),
+        "working_memory": working_memory(profiler),
     }
+
+
+def working_memory(profiler: Any) -> dict[str, int] | None:
+    """The peak of the bytes allocated during the profiled steps, net of those freed, per device kind
+    (`cpu`, `cuda`): what a step needs on top of what was already held (parameters, optimizer state).
+
+    The events are the profiler's `[memory]` records (their sign says allocation or free); blocks allocated
+    before the profiler started have no free event, so a step that frees and reallocates them (gradients
+    set to None) counts them once, alike in every run."""
+    try:
+        events = [e for e in profiler.profiler.kineto_results.events() if e.name() == "[memory]"]
+    except Exception:  # noqa: BLE001 - private to torch: without it, no working-memory figure
+        return None
+    events.sort(key=lambda e: e.start_ns())
+    current: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for event in events:
+        kind = str(event.device_type()).rsplit(".", 1)[-1].lower()
+        kind = "cuda" if kind in ("cuda", "hip", "privateuse1", "xpu") else "cpu"
+        current[kind] = current.get(kind, 0) + int(event.nbytes())
+        peak[kind] = max(peak.get(kind, 0), current[kind])
+    return {f"{kind}_peak_bytes": value for kind, value in peak.items()}
 
 
 def _tensor_core_kernel(name: str) -> bool:
