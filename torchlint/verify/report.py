@@ -31,18 +31,20 @@ def _arm_stats(arm: ArmResult) -> dict[str, Any] | None:
         return None
     pooled = [t for s in arm.stats for t in s.step_times]
     med = compare.median(pooled)
+    average = compare.mean(pooled)
     iqr = compare.quartiles(pooled)
     first = arm.stats[0]
     batch = _batch_size(arm)
     return {
         "steps_timed": len(pooled),
         "steps_done": [s.steps_done for s in arm.stats],
+        "mean_step_ms": 1000 * average if average else None,
         "median_step_ms": 1000 * med if med else None,
         "iqr_step_ms": [1000 * iqr[0], 1000 * iqr[1]] if iqr else None,
         "min_step_ms": 1000 * min(pooled) if pooled else None,
         "max_step_ms": 1000 * max(pooled) if pooled else None,
-        "steps_per_second": 1 / med if med else None,
-        "samples_per_second": batch / med if med and batch else None,
+        "steps_per_second": 1 / average if average else None,
+        "samples_per_second": batch / average if average and batch else None,
         "first_step_s": first.first_step,
         "warmup_s": first.warmup_seconds,
         "profiled_steps_excluded": first.excluded_profiled,
@@ -262,7 +264,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
     header = [
         "variant",
         "step ms",
-        "IQR ms",
+        "median (IQR) ms",
         "samples/s",
         "speed-up",
         "95% interval",
@@ -281,8 +283,8 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         rows.append(
             [
                 variant["name"] if variant["kind"] != "all" else f"all fixes ({len(variant['fixes'])})",
-                _ms(stats.get("median_step_ms")),
-                f"{iqr[0]:.1f}-{iqr[1]:.1f}" if iqr else "-",
+                _ms(stats.get("mean_step_ms")),
+                f"{stats['median_step_ms']:.1f} ({iqr[0]:.1f}-{iqr[1]:.1f})" if iqr else "-",
                 f"{stats['samples_per_second']:.0f}" if stats.get("samples_per_second") else "-",
                 f"{speed['speedup']:.2f}x" if speed.get("speedup") else "-",
                 f"{interval[0]:.2f}-{interval[1]:.2f}x" if interval else "-",

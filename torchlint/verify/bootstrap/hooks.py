@@ -160,8 +160,11 @@ class Recorder:
         start = max(self.warmup, 1)  # the profiled steps are the first ones after the warm-up
         if self.profile_steps and done == start and self.rank == 0:
             self._start_profiler()
+            self.last = time.perf_counter()
         elif self.profiler is not None and done == start + self.profile_steps:
             self._stop_profiler()
+            # Reading the profile back takes seconds on a busy trace: the next step must not pay for it.
+            self.last = time.perf_counter()
         if done >= self.total:
             self._stop_profiler()
             self.stopped = True
