@@ -272,6 +272,34 @@ def test_the_modules_the_script_imports_are_patched_and_other_files_are_not(tmp_
     assert found == {"train.py", "helper.py", "pkg/__init__.py", "pkg/engine.py", "pkg/losses.py"}
 
 
+def test_a_package_at_the_project_root_or_on_pythonpath_is_patched_for_a_script_in_a_subfolder(tmp_path):
+    root = tmp_path.resolve()
+    files = {
+        "pyproject.toml": "",
+        "projects/adder/adder.py": "import sys\nfrom mingpt.model import GPT\nimport extra\nimport vendored\n",
+        "mingpt/__init__.py": "",
+        "mingpt/model.py": "from mingpt.utils import CfgNode\n",
+        "mingpt/utils.py": "",
+        "libs/extra.py": "",
+        "venv/lib/python3.11/site-packages/vendored.py": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    pythonpath = os.pathsep.join([str(root / "libs"), str(root / "venv/lib/python3.11/site-packages")])
+    found = {
+        p.relative_to(root).as_posix()
+        for p in patches.project_files(root / "projects/adder/adder.py", pythonpath=pythonpath)
+    }
+    assert found == {
+        "projects/adder/adder.py",
+        "mingpt/__init__.py",
+        "mingpt/model.py",
+        "mingpt/utils.py",
+        "libs/extra.py",
+    }
+
+
 def test_a_fix_in_an_imported_module_is_patched_there():
     folder = FIXTURES / "two_module"
     planned = patches.plan(folder / "train.py", select=("TL303", "TL304"))

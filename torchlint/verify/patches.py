@@ -1,7 +1,7 @@
 """The patched versions of a script's project, computed in memory with torchlint's own fixer.
 
-The files considered are the script and the modules of its folder that it imports, directly or through
-each other (`project_files`): a fix in a file the run never imports would measure nothing. Each file's
+The files considered are the script and the project modules it imports, directly or through each other
+(`project_files`): a fix in a file the run never imports would measure nothing. Each file's
 findings come from `Linter.fix_text` (with the project's cross-file facts); a fix is applied only when the
 selection and `--unsafe-fixes` allow it (each file's settings, as for `torchlint --fix`).
 
@@ -14,6 +14,7 @@ Nothing is written: a variant is {absolute path: patched text}, served to the ru
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from torchlint.fix.model import Applicability
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
 from torchlint.workspace.discovery import SettingsResolver, Target, discover
 from torchlint.workspace.fs import FileSystem
+from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
 
@@ -104,14 +106,17 @@ def _applied(diagnostic: Diagnostic, path: str) -> AppliedFix:
     )
 
 
-def project_files(script: Path, fs: FileSystem | None = None) -> set[Path]:
-    """The script and the modules of its folder it imports, directly or through each other.
+def project_files(script: Path, fs: FileSystem | None = None, pythonpath: str | None = None) -> set[Path]:
+    """The script and the project modules it imports, directly or through each other.
 
-    Imports resolve as the run will: absolute ones from the script's folder (its `sys.path[0]`), relative
-    ones from the importing module's package; what resolves outside the folder (torch, installed packages)
-    is not the project's and is never patched. Asked of `fs` (the run's FileSystem)."""
+    Absolute imports resolve from the folders the run will search, in its order (`import_roots`): the
+    script's folder (its `sys.path[0]`), then `PYTHONPATH`, then the project's root (for a package beside
+    the script's folder that is installed in editable mode or put on `sys.path` by the script itself:
+    `projects/adder/adder.py` importing `mingpt`); relative ones from the importing module's package. What
+    resolves nowhere among them (torch, installed packages) is not the project's and is never patched.
+    Asked of `fs` (the run's FileSystem)."""
     fs = fs or FileSystem()
-    root = script.parent
+    roots = import_roots(script, fs, pythonpath)
     found: set[Path] = set()
     pending = [script]
     while pending:
@@ -124,22 +129,51 @@ def project_files(script: Path, fs: FileSystem | None = None) -> set[Path]:
         except (OSError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
-            names: list[tuple[Path, list[str]]] = []
+            names: list[tuple[list[Path], list[str]]] = []
             if isinstance(node, ast.Import):
-                names = [(root, alias.name.split(".")) for alias in node.names]
+                names = [(roots, alias.name.split(".")) for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = root
+                bases = roots
                 if node.level:
                     base = path.parent
                     for _ in range(node.level - 1):
                         base = base.parent
+                    bases = [base]
                 parts = node.module.split(".") if node.module else []
-                names = [(base, parts)] + [(base, [*parts, alias.name]) for alias in node.names]
-            for base, parts in names:
-                for candidate in _module_files(base, parts, fs):
-                    if candidate.is_relative_to(root) and candidate not in found:
+                names = [(bases, parts)] + [(bases, [*parts, alias.name]) for alias in node.names]
+            for bases, parts in names:
+                for candidate in _first_module_files(bases, parts, fs):
+                    if candidate not in found:
                         pending.append(candidate)
     return found
+
+
+def import_roots(script: Path, fs: FileSystem, pythonpath: str | None = None) -> list[Path]:
+    """The project folders an absolute import of the run may be found in, in the order it searches them."""
+    roots = [script.parent]
+    entries = os.environ.get("PYTHONPATH", "") if pythonpath is None else pythonpath
+    for entry in entries.split(os.pathsep):
+        folder = Path(entry or ".").resolve()
+        if entry and fs.is_dir(folder) and folder not in roots and not _installed(folder):
+            roots.append(folder)
+    project = project_root(script.parent, fs)
+    if script.is_relative_to(project) and project not in roots:
+        roots.append(project)
+    return roots
+
+
+def _installed(folder: Path) -> bool:
+    """A folder of installed packages (a venv's site-packages), never the project's to patch."""
+    return any(part in ("site-packages", "dist-packages") for part in folder.parts)
+
+
+def _first_module_files(bases: list[Path], parts: list[str], fs: FileSystem) -> list[Path]:
+    """The files of the first of `bases` where `parts` resolves, as the import system's first hit."""
+    for base in bases:
+        files = _module_files(base, parts, fs)
+        if files:
+            return files
+    return []
 
 
 def _module_files(base: Path, parts: list[str], fs: FileSystem) -> list[Path]:
