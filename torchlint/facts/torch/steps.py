@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 _MODEL_WORD = re.compile(r"(^|_)(model|net|network|gpt|transformer)s?(_|$)", re.IGNORECASE)
 _OPTIMIZER_METHODS = {"step", "unscale_"}
+# Builtins given a model that do not run it (`print(model)`, `isinstance(model, DDP)`).
+_NOT_A_FORWARD = {"print", "len", "isinstance", "hasattr", "getattr", "setattr", "id", "type", "repr", "str"}
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,14 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
 
 
 def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]):
-    """The first model call (in source order) among `calls`."""
+    """The first model call (in source order) among `calls`; without one, the first call handed a trained
+    model whose result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`)."""
+    calls = list(calls)
     forwards = [c for c in calls if _is_model_call(source, c, models)]
+    if not forwards:
+        forwards = [
+            c for c in calls if _is_handed_the_model(source, c, models) and source.assignment_of(c.node)
+        ]
     if not forwards:
         return None
     return min(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
@@ -161,6 +169,15 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
         return False  # an imported function
     last = code.split(".")[-1]
     return _MODEL_WORD.search(last) is not None and code.count(".") <= 1
+
+
+def _is_handed_the_model(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
+    """A call of the project's or a library's code given a trained model positionally, which runs its
+    forward pass (`diffusion.training_losses(model, x, t)`, `compute_loss(model, batch)`)."""
+    qualname = source.qualname(call.node.func, call.scope) or ""
+    if qualname.split(".")[0] in ("torch", "copy", "builtins") or qualname in _NOT_A_FORWARD:
+        return False
+    return any(arg.keyword is None and not arg.star and dotted(arg.value) in models for arg in call.node.args)
 
 
 def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuite, int] | None:
