@@ -1162,3 +1162,55 @@ def test_a_context_returned_by_a_helper_in_another_file_and_handed_down(tmp_path
             """,
     }
     assert check_project(tmp_path, files, "train.py") == [("TL302", 3), ("TL305", 5)]
+
+
+def test_a_lightning_trainer_that_only_validates_is_not_flagged():
+    # Lightning tutorials: `trainer` is rebound; the last Trainer only runs `validate`
+    source = """\
+    import lightning as L
+
+    trainer = L.Trainer(max_epochs=3, accelerator="auto", devices=1)
+    trainer.fit(model, datamodule=dm)
+
+    trainer = L.Trainer(max_epochs=3, accelerator="auto", devices=1)
+    trainer.validate(model, dm)
+
+    L.Trainer(max_epochs=1).fit(model, dm)
+    """
+    assert findings(source) == [("TL301", 3), ("TL301", 9)]
+
+
+def test_a_layer_that_trains_itself_runs_its_own_forward():
+    # pytorch/examples mnist_forward_forward: each layer owns an optimizer and a `train` loop
+    source = """\
+    import torch
+
+    class Layer(torch.nn.Linear):
+        def __init__(self, in_features, out_features):
+            super().__init__(in_features, out_features)
+            self.opt = torch.optim.Adam(self.parameters(), lr=0.03)
+
+        def train_layer(self, x_pos, x_neg):
+            for i in range(1000):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+    layer = Layer(784, 500).to("cuda")
+    """
+    [d] = lint(source, select=("TL301",))
+    assert (d.location.line, d.location.column) == (10, 21)
+    assert fixed(source) == textwrap.dedent(source).replace(
+        """            g_pos = self.forward(x_pos).pow(2).mean(1)
+            g_neg = self.forward(x_neg).pow(2).mean(1)
+            loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+""",
+        """            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+""",
+    )

@@ -683,7 +683,7 @@ class PrecisionAnalysis:
                     (True, "cuda"),
                     (True, "auto"),
                 )
-                if "fit" not in methods or not on_gpu:
+                if "fit" not in methods or not on_gpu or not self._fits(call.node):
                     continue
                 found.append((call.node, func, framework, "precision", '"bf16-mixed"'))
             elif framework == "accelerate":
@@ -695,6 +695,37 @@ class PrecisionAnalysis:
                     continue
                 found.append((call.node, func, framework, "bf16", "True"))
         return found
+
+    def _fits(self, trainer: cst.Call) -> bool:
+        """A Lightning `Trainer(...)` that trains: `.fit(...)` is called on it (also chained), or on the
+        name holding it before that name holds another Trainer (a tutorial's last `trainer =
+        pl.Trainer(...)` may only `validate`). A Trainer the module hands on is given the benefit."""
+        source = self.source
+        name = self._assigned_name(trainer)
+        fits = [
+            c.node
+            for c in source.calls
+            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "fit"
+        ]
+        if any(fit.func.value is trainer for fit in fits):  # type: ignore[attr-defined]
+            return True
+        if not name:
+            return True
+        held = [
+            c.node
+            for c in source.calls
+            if self._assigned_name(c.node) == name
+            and _framework_of(source.qualname(c.node.func, c.scope) or "")
+        ]
+        start = source.span(trainer)[0]
+        end = min(
+            (source.span(other)[0] for other in held if source.span(other)[0] > start),
+            default=len(source.text),
+        )
+        return any(
+            dotted(fit.func.value) == name and start < source.span(fit)[0] < end  # type: ignore[attr-defined]
+            for fit in fits
+        )
 
     # -- what TL301 asks of one training loop ---------------------------------------------------------------
 

@@ -49,12 +49,12 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
     reads like one: `model`, `self.net`) written in the loop itself or in a function of this module the
     loop calls to run the step (`self._run_batch(x, y)`, `train_iter(model, ...)`); None when the forward is
     elsewhere."""
-    from torchlint.facts.torch.training import BACKWARD, TrainingAnalysis
+    from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, TrainingAnalysis
 
+    training = source.analysis(TrainingAnalysis)
     calls = list(loop.all_calls())
     found = _forward_in(source, calls, loop.node.body, models)
     if found is None:
-        training = source.analysis(TrainingAnalysis)
         for call in calls:
             target = source.callee(call)
             if target is None or target[0] is not source:
@@ -68,7 +68,8 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
     if found is None:
         return None
     forward, calls, body_node = found
-    backward = next((c for c in calls if _is_backward(c.node)), None)
+    # the backward pass written here (at the depth limit the training analysis reads the call itself only)
+    backward = next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
     return _step(source, forward.node, backward.node if backward else None, body_node)
 
 
@@ -84,10 +85,6 @@ def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]
     if not forwards:
         return None
     return min(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
-
-
-def _is_backward(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "manual_backward")
 
 
 def _step(
@@ -160,7 +157,7 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
     code = dotted(func)
     if code is None:
         return False  # `self.models[0](x)`: not a name the analysis follows
-    if code in models:
+    if code in models or code == "self.forward":  # a module training itself (forward-forward layers)
         return True
     if source.callee(call) is not None:
         return False
