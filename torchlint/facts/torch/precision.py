@@ -760,8 +760,7 @@ class PrecisionAnalysis:
         accelerate `Accelerator` (whose switch TL301 names), or the loop's backward pass is a framework
         object's (`accelerator.backward(loss)`, `fabric.backward(loss)`, the object made elsewhere). Only
         importing a framework (`pl.seed_everything(42)`) hands it no loop."""
-        source = self.source
-        if any(_framework_of(source.qualname(c.node.func, c.scope) or "") for c in source.calls):
+        if self._makes_framework_object:
             return True
         for call in loop.all_calls():
             func = call.node.func
@@ -771,6 +770,11 @@ class PrecisionAnalysis:
                 if _framework_of(self._type_of(func.value, call.scope)):
                     return True
         return False
+
+    @cached_property
+    def _makes_framework_object(self) -> bool:
+        source = self.source
+        return any(_framework_of(source.qualname(c.node.func, c.scope) or "") for c in source.calls)
 
     def _type_of(self, expr: cst.BaseExpression, scope: Scope) -> str:
         """The annotated class of a parameter (`accelerator: Accelerator`), as a qualified name."""
