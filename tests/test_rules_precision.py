@@ -25,6 +25,7 @@ def fixed(source: str) -> str:
 
 
 def check_project(tmp_path, files: dict[str, str], checked: str) -> list[tuple[str, int]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     for name, text in files.items():
         target = tmp_path / name
@@ -241,6 +242,20 @@ def test_a_test_file_that_trains_to_check_an_optimizer_is_not_flagged():
     """
     assert findings(source, path="tests/test_optim.py") == []
     assert findings(source, path="train.py") == [("TL301", 7)]
+
+
+def test_a_test_script_that_checks_gradient_sync_with_accelerate_is_not_flagged():
+    # accelerate's test_utils/scripts/test_sync.py: full precision on purpose, to compare gradients exactly
+    source = """    from accelerate import Accelerator
+
+    accelerator = Accelerator(split_batches=True)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        accelerator.backward(model(**batch).loss)
+        optimizer.step()
+    """
+    assert findings(source, path="scripts/test_sync.py") == []
+    assert findings(source, path="scripts/sync.py") == [("TL301", 3)]
 
 
 def test_accelerate_with_deepspeed_is_not_flagged():
@@ -732,3 +747,470 @@ def test_grad_scaler_imported_by_name_with_bfloat16_is_tl307():
     scaler.scale(loss).backward()
     """
     assert findings(source) == [("TL307", 4)]
+
+
+# -- a step function in another file: the device (and the precision decision) from its callers ---------------
+
+DETR_ENGINE = """\
+    import torch
+
+    def train_one_epoch(model, criterion, data_loader, optimizer, device, max_norm=0):
+        model.train()
+        for samples, targets in data_loader:
+            samples = samples.to(device)
+            targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+            outputs = model(samples)
+            loss_dict = criterion(outputs, targets)
+            losses = sum(loss_dict.values())
+            optimizer.zero_grad()
+            losses.backward()
+            if max_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+    """
+DETR_MAIN = """\
+    import argparse
+
+    import torch
+    from engine import train_one_epoch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    model = build_model().to(device)
+    optimizer = torch.optim.AdamW(model.parameters())
+    for epoch in range(10):
+        train_one_epoch(model, criterion, loader, optimizer, device)
+    """
+
+
+def test_a_step_function_in_another_file_trains_on_the_device_its_caller_names(tmp_path):
+    # detr style: engine.py moves batches to a `device` parameter; main.py says it is CUDA
+    files = {"engine.py": DETR_ENGINE, "main.py": DETR_MAIN}
+    assert check_project(tmp_path, files, "engine.py") == [("TL301", 8)]
+    assert check_project(tmp_path, files, "main.py") == []  # the finding sits where the forward is
+
+
+def test_a_step_function_in_another_file_gets_the_exact_fix(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "main.py").write_text(textwrap.dedent(DETR_MAIN))
+    engine = tmp_path / "engine.py"
+    engine.write_text(textwrap.dedent(DETR_ENGINE))
+    result = Linter().fix_text(str(engine), engine.read_text(), settings(select=("TL301",)), unsafe=True)
+    assert result.text == textwrap.dedent(DETR_ENGINE).replace(
+        """        outputs = model(samples)
+        loss_dict = criterion(outputs, targets)
+        losses = sum(loss_dict.values())
+""",
+        """        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            outputs = model(samples)
+            loss_dict = criterion(outputs, targets)
+            losses = sum(loss_dict.values())
+""",
+    )
+
+
+def test_a_step_function_whose_caller_trains_on_the_cpu_or_decides_precision_is_not_flagged(tmp_path):
+    on_cpu = {"engine.py": DETR_ENGINE, "main.py": DETR_MAIN.replace('default="cuda"', 'default="cpu"')}
+    assert check_project(tmp_path / "cpu", on_cpu, "engine.py") == []
+    # deit / mae style: the scaler class lives in a third module and is made by the caller
+    scaled = {
+        "engine.py": DETR_ENGINE,
+        "utils.py": """\
+            import torch
+
+            class NativeScalerWithGradNormCount:
+                def __init__(self):
+                    self._scaler = torch.amp.GradScaler("cuda")
+            """,
+        "main.py": DETR_MAIN.replace(
+            "from engine import train_one_epoch",
+            "from engine import train_one_epoch\n    from utils import NativeScalerWithGradNormCount as Grads",
+        ).replace("device = torch", "grads = Grads()\n    device = torch"),
+    }
+    assert check_project(tmp_path / "scaled", scaled, "engine.py") == []
+
+
+def test_a_trainer_class_in_another_file_trains_on_the_device_its_constructor_is_given(tmp_path):
+    # ddp-tutorial style, split in two: trainer.py holds the class, main.py builds it with a CUDA device
+    files = {
+        "trainer.py": """\
+            import torch
+            import torch.nn.functional as F
+
+            class Trainer:
+                def __init__(self, model, loader, optimizer, device):
+                    self.model = model.to(device)
+                    self.loader = loader
+                    self.optimizer = optimizer
+                    self.device = device
+
+                def _run_batch(self, source, targets):
+                    self.optimizer.zero_grad()
+                    output = self.model(source)
+                    loss = F.cross_entropy(output, targets)
+                    loss.backward()
+                    self.optimizer.step()
+
+                def train(self, epochs):
+                    for epoch in range(epochs):
+                        for source, targets in self.loader:
+                            self._run_batch(source.to(self.device), targets.to(self.device))
+            """,
+        "main.py": """\
+            import torch
+            from trainer import Trainer
+
+            model = Net()
+            trainer = Trainer(model, loader, torch.optim.SGD(model.parameters(), lr=0.1), torch.device("cuda"))
+            trainer.train(10)
+            """,
+    }
+    assert check_project(tmp_path, files, "trainer.py") == [("TL301", 13)]
+
+
+def test_a_loop_trained_through_distributed_autograd_is_not_flagged():
+    # pytorch/examples rpc/parameter_server: the forward runs on RPC workers, autocast is thread-local
+    source = """\
+    import torch
+    import torch.distributed.autograd as dist_autograd
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    net = TrainerNet().to(device)
+    for data, target in loader:
+        with dist_autograd.context() as cid:
+            model_output = net(data)
+            loss = torch.nn.functional.nll_loss(model_output, target)
+            dist_autograd.backward(cid, [loss])
+            opt.step(cid)
+    """
+    assert findings(source) == []
+    assert findings(source.replace("dist_autograd.backward(cid, [loss])", "loss.backward()")) == [
+        ("TL301", 8)
+    ]
+
+
+def test_a_hand_written_loop_in_a_module_that_only_imports_lightning_is_judged():
+    # Lightning tutorials: `pl.seed_everything(42)`, then a plain PyTorch loop — no Trainer owns it
+    source = """\
+    import pytorch_lightning as pl
+    import torch
+
+    pl.seed_everything(42)
+    device = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+
+    def epoch_iteration(net, loss_module, optimizer, loader):
+        for imgs, labels in loader:
+            imgs, labels = imgs.to(device), labels.to(device)
+            optimizer.zero_grad()
+            preds = net(imgs)
+            loss = loss_module(preds, labels)
+            loss.backward()
+            optimizer.step()
+    """
+    assert findings(source) == [("TL301", 11)]
+    # a framework object made here, or one handed in and doing the backward pass, owns the loop
+    owned = source.replace("pl.seed_everything(42)", "trainer = pl.Trainer(precision=16)")
+    assert findings(owned) == []
+    handed_in = """\
+    import torch
+    from accelerate import Accelerator
+
+    def train(model, optimizer, loader, acc: Accelerator):
+        for batch in loader:
+            optimizer.zero_grad()
+            outputs = model(**batch)
+            acc.backward(outputs.loss)
+            optimizer.step()
+
+    torch.device("cuda")
+    """
+    assert findings(handed_in) == []
+
+
+# -- an autocast context handed down as a parameter -----------------------------------------------------------
+
+TIMM_STYLE = """\
+import torch
+from contextlib import suppress
+from functools import partial
+
+def train_one_epoch(model, loader, optimizer, amp_autocast=suppress, loss_scaler=None):
+    for x, y in loader:
+        with amp_autocast():
+            output = model(x.cuda())
+            loss = criterion(output, y.cuda())
+            loss.backward()
+        optimizer.step()
+
+def main():
+    amp_autocast = partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16)
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_one_epoch(model, loader, optimizer, amp_autocast=amp_autocast)
+"""
+
+
+def test_a_partial_handed_down_as_a_parameter_opens_an_autocast_region():
+    # timm train.py style: `with amp_autocast():` in train_one_epoch, the partial made in main()
+    [d] = lint(TIMM_STYLE, select=("TL305",))
+    assert (d.location.line, d.location.column) == (10, 13)
+    assert d.message == (
+        "`loss.backward()` runs inside an autocast block (parameter `amp_autocast`, an autocast context passed "
+        "by its callers): backward passes under autocast are not recommended (PyTorch AMP docs); end the "
+        "block after the loss"
+    )
+    assert fix(TIMM_STYLE, select=("TL305",)) == TIMM_STYLE.replace(
+        "            loss.backward()\n        optimizer.step()",
+        "        loss.backward()\n        optimizer.step()",
+    )
+    # bfloat16 needs no scaler; float16 without one is TL302, at the `with` item of the helper
+    assert findings(TIMM_STYLE) == [("TL305", 10)]
+    float16 = TIMM_STYLE.replace("torch.bfloat16", "torch.float16")
+    assert findings(float16) == [("TL305", 10)]  # a `loss_scaler` handed in scales the loss
+    assert findings(float16.replace(", loss_scaler=None", "")) == [("TL302", 7), ("TL305", 10)]
+    # a context that is not autocast (`suppress`, the default, passed explicitly) opens no region
+    assert findings(TIMM_STYLE.replace("amp_autocast=amp_autocast", "amp_autocast=suppress")) == []
+
+
+ENGINE_WITH_CONTEXT = """\
+    import torch
+
+    def train(model, loader, optimizer, ctx):
+        for x, y in loader:
+            with ctx:
+                loss = model(x.cuda(), y.cuda())
+                loss.backward()
+            optimizer.step()
+    """
+
+
+def test_a_context_made_in_another_file_opens_an_autocast_region_in_the_helper(tmp_path):
+    main = """\
+        import torch
+        from engine import train
+
+        ctx = torch.autocast(device_type="cuda", dtype=torch.float16)
+        model = Net().cuda()
+        train(model, loader, torch.optim.AdamW(model.parameters()), ctx)
+        """
+    files = {"engine.py": ENGINE_WITH_CONTEXT, "main.py": main}
+    assert check_project(tmp_path / "plain", files, "engine.py") == [("TL302", 5), ("TL305", 7)]
+    # a scaler made where the context is made: the loss scaling is decided there (no TL302)
+    scaled = {
+        **files,
+        "main.py": main.replace("ctx = torch", "scaler = torch.amp.GradScaler()\n        ctx = torch"),
+    }
+    assert check_project(tmp_path / "scaled", scaled, "engine.py") == [("TL305", 7)]
+
+
+def test_debug_facts_shows_a_context_passed_in_and_the_device_from_the_callers(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    engine = ENGINE_WITH_CONTEXT.replace("x.cuda(), y.cuda()", "x, y")  # no device of its own
+    (tmp_path / "engine.py").write_text(textwrap.dedent(engine))
+    (tmp_path / "main.py").write_text(
+        textwrap.dedent("""\
+        import torch
+        from engine import train
+
+        ctx = torch.autocast(device_type="cuda", dtype=torch.float16)
+        train(model, loader, optimizer, ctx)
+        torch.device("cuda")
+        """)
+    )
+    monkeypatch.chdir(tmp_path)
+    lines = CliRunner().invoke(main, ["debug", "facts", "engine.py"]).output.splitlines()
+    assert (
+        "  line 5: autocast region (parameter `ctx`, an autocast context passed in main.py), device cuda, "
+        "dtype float16, enabled yes"
+    ) in lines
+    assert "  loop at line 4: trains on cuda, as the files calling it say" in lines
+
+
+def test_a_loss_function_handed_the_model_is_the_forward_dit_style():
+    # DiT train.py: `diffusion.training_losses(model, x, t, ...)` runs the model; the VAE encode before it
+    # (under no_grad) and the EMA update after the step are not the forward
+    source = """\
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = torch.device("cuda", 0)
+    model = DDP(DiT().to(device), device_ids=[0])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    for x, y in loader:
+        x = x.to(device)
+        with torch.no_grad():
+            x = vae.encode(x).latent_dist.sample().mul_(0.18215)
+        t = torch.randint(0, 1000, (x.shape[0],), device=device)
+        loss_dict = diffusion.training_losses(model, x, t, dict(y=y))
+        loss = loss_dict["loss"].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        update_ema(ema, model.module)
+    """
+    [d] = lint(source, select=("TL301",))
+    assert (d.location.line, d.location.column) == (12, 17)
+    assert d.message.startswith("`diffusion.training_losses(...)` runs the forward pass of a training loop")
+    assert fixed(source) == textwrap.dedent(source).replace(
+        """    loss_dict = diffusion.training_losses(model, x, t, dict(y=y))
+    loss = loss_dict["loss"].mean()
+""",
+        """    with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        loss_dict = diffusion.training_losses(model, x, t, dict(y=y))
+        loss = loss_dict["loss"].mean()
+""",
+    )
+    # a call handed the model whose result is not kept, or a builtin, is not a forward
+    assert (
+        findings(source.replace("loss_dict = diffusion", "diffusion").replace('loss_dict["loss"]', "out"))
+        == []
+    )
+
+
+def test_clip_without_unscale_in_a_step_method_with_an_unscaled_branch():
+    # pytorch/examples minGPT-ddp trainer.py: `_run_batch` is called by the epoch loop; only the scaled
+    # branch clips scaled gradients
+    source = """\
+    import torch
+
+    class Trainer:
+        def __init__(self, model, optimizer, config):
+            self.model, self.optimizer, self.config = model.to("cuda"), optimizer, config
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def _run_batch(self, source, targets):
+            with torch.amp.autocast(device_type="cuda", dtype=torch.float16, enabled=self.config.use_amp):
+                _, loss = self.model(source, targets)
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.config.use_amp:
+                self.scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_norm_clip)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_norm_clip)
+                self.optimizer.step()
+
+        def train(self, loader):
+            for source, targets in loader:
+                self._run_batch(source, targets)
+    """
+    [d] = lint(source, select=("TL306",))
+    assert (d.location.line, d.location.column) == (14, 13)
+    assert d.message.startswith("gradients are clipped while still scaled by `self.scaler`: call ")
+    assert fix(source, select=("TL306",)) == textwrap.dedent(source).replace(
+        "        self.scaler.scale(loss).backward()\n",
+        "        self.scaler.scale(loss).backward()\n            self.scaler.unscale_(self.optimizer)\n",
+    )
+    # the unscaled branch first: its clip precedes the scaled branch's `scale`, and is not flagged
+    reordered = """\
+    import torch
+
+    scaler = torch.amp.GradScaler("cuda")
+
+    def run_batch(model, optimizer, loss, use_amp):
+        if not use_amp:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert findings(reordered) == []
+
+
+def test_a_context_returned_by_a_helper_in_another_file_and_handed_down(tmp_path):
+    # open_clip style: precision.py's `get_autocast(precision)` returns a partial of autocast (or
+    # `suppress`); main.py hands it to the step function of train.py
+    files = {
+        "precision.py": """\
+            from contextlib import suppress
+            from functools import partial
+
+            import torch
+
+            def get_autocast(precision):
+                if precision == "amp":
+                    return partial(torch.amp.autocast, device_type="cuda", dtype=torch.float16)
+                return suppress
+            """,
+        "train.py": """\
+            def train_one_epoch(model, loader, optimizer, autocast):
+                for images, texts in loader:
+                    with autocast():
+                        loss = model(images.cuda(), texts.cuda())
+                        loss.backward()
+                    optimizer.step()
+            """,
+        "main.py": """\
+            from precision import get_autocast
+            from train import train_one_epoch
+
+            autocast = get_autocast(args.precision)
+            train_one_epoch(model, loader, optimizer, autocast)
+            """,
+    }
+    assert check_project(tmp_path, files, "train.py") == [("TL302", 3), ("TL305", 5)]
+
+
+def test_a_lightning_trainer_that_only_validates_is_not_flagged():
+    # Lightning tutorials: `trainer` is rebound; the last Trainer only runs `validate`
+    source = """\
+    import lightning as L
+
+    trainer = L.Trainer(max_epochs=3, accelerator="auto", devices=1)
+    trainer.fit(model, datamodule=dm)
+
+    trainer = L.Trainer(max_epochs=3, accelerator="auto", devices=1)
+    trainer.validate(model, dm)
+
+    L.Trainer(max_epochs=1).fit(model, dm)
+    """
+    assert findings(source) == [("TL301", 3), ("TL301", 9)]
+
+
+def test_a_layer_that_trains_itself_runs_its_own_forward():
+    # pytorch/examples mnist_forward_forward: each layer owns an optimizer and a `train` loop
+    source = """\
+    import torch
+
+    class Layer(torch.nn.Linear):
+        def __init__(self, in_features, out_features):
+            super().__init__(in_features, out_features)
+            self.opt = torch.optim.Adam(self.parameters(), lr=0.03)
+
+        def train_layer(self, x_pos, x_neg):
+            for i in range(1000):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+    layer = Layer(784, 500).to("cuda")
+    """
+    [d] = lint(source, select=("TL301",))
+    assert (d.location.line, d.location.column) == (10, 21)
+    assert fixed(source) == textwrap.dedent(source).replace(
+        """            g_pos = self.forward(x_pos).pow(2).mean(1)
+            g_neg = self.forward(x_neg).pow(2).mean(1)
+            loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+""",
+        """            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                g_pos = self.forward(x_pos).pow(2).mean(1)
+                g_neg = self.forward(x_neg).pow(2).mean(1)
+                loss = torch.log1p(torch.exp(torch.cat([-g_pos + 2.0, g_neg - 2.0]))).mean()
+""",
+    )

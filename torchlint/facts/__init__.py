@@ -405,6 +405,23 @@ class ModuleFacts:
         return self._precision.decided_for(loop)
 
     @property
+    def autocast_regions(self) -> list[tuple[AutocastSite, Node]]:
+        """`with` blocks that open an enabled autocast context (directly, a variable, a parameter)."""
+        return self._precision.regions
+
+    def framework_owns(self, loop: LoopRecord) -> bool:
+        """A Lightning or accelerate object made here, or the loop's framework backward, decides it."""
+        return self._precision.framework_owns(loop)
+
+    def runs_over_rpc(self, loop: LoopRecord) -> bool:
+        """The loop trains through distributed autograd: its model runs on RPC workers."""
+        return self._precision.runs_over_rpc(loop)
+
+    def loop_device(self, loop: LoopRecord) -> Device:
+        """The device a training loop runs on: this module's evidence, else that of the files calling it."""
+        return self._precision.loop_device(loop)
+
+    @property
     def unsafe_under_autocast(self) -> str:
         """Why wrapping this module's forward in CUDA autocast would raise (BCELoss, an autograd.Function
         without `custom_fwd`), with the safe replacement; "" when nothing known would."""

@@ -54,6 +54,12 @@ def describe(facts: ModuleFacts) -> str:
             f"  line {line(site.node)}: autocast ({site.how}), device {site.device}, dtype {dtype}, "
             f"enabled {site.enabled}"
         )
+    for site, _ in facts.autocast_regions:
+        if site.call is None and site.how.startswith("parameter"):  # the others are listed above
+            out.append(
+                f"  line {line(site.node)}: autocast region ({site.how}), device {site.device}, dtype "
+                f"{site.dtype}, enabled {site.enabled}"
+            )
     for scaler in facts.grad_scalers:
         held = f" as `{scaler.name}`" if scaler.name else ""
         uses = ", ".join(f"{method} x{len(calls)}" for method, calls in sorted(scaler.uses.items()))
@@ -71,6 +77,10 @@ def describe(facts: ModuleFacts) -> str:
     if not facts.precision_evidence:
         out.append("  (none)")
     for loop in facts.training_loops:
+        device = facts.loop_device(loop)
+        if device is not facts.device.device:
+            said = f"trains on {device.label}, as the files calling it say"
+            out.append(f"  loop at line {line(loop.node)}: {said}")
         step = facts.training_step(loop)
         if step is None:
             continue

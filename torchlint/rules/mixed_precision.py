@@ -40,6 +40,8 @@ class TrainingWithoutAutocast(Rule):
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return
+        if facts.is_test_module:
+            return  # a test trains to check numerics (gradient sync, convergence): autocast would change them
         # Each framework trains on the GPU when there is one (unless told otherwise, which the facts exclude).
         for call, callee, framework, switch, value in facts.framework_precision_gaps():
             owner = _FRAMEWORK_NAMES[framework]
@@ -50,16 +52,15 @@ class TrainingWithoutAutocast(Rule):
             edit = build.add_keyword(facts.source, call, switch, value)
             fix = Fix(f"Set `{switch}={value}`", Applicability.UNSAFE, (edit,)) if edit else None
             yield self.finding(facts, callee, message, fix)
-        if facts.frameworks & {"lightning", "accelerate"}:
-            return  # the framework object's switch is the fix, above
-        device = facts.device.device
-        if not (device.may_be_cuda or (self.settings.device == "cuda" and device is Device.UNKNOWN)):
-            return  # CPU-only (or unknown) training: autocast on the GPU does not apply
-        if facts.is_test_module:
-            return  # a test trains to check numerics (an optimizer's convergence): autocast would change them
         for loop in facts.training_loops:
-            if facts.precision_decided(loop):
-                continue
+            # The device of this file, or of the files that call the loop's function when it shows none
+            device = facts.loop_device(loop)
+            if not (device.may_be_cuda or (self.settings.device == "cuda" and device is Device.UNKNOWN)):
+                continue  # CPU-only (or unknown) training: autocast on the GPU does not apply
+            if facts.framework_owns(loop):
+                continue  # the framework object's switch is the fix, above
+            if facts.precision_decided(loop) or facts.runs_over_rpc(loop):
+                continue  # decided; or the model runs on RPC workers, out of this thread's autocast
             step = facts.training_step(loop)
             if step is None:
                 continue

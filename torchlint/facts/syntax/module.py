@@ -473,6 +473,33 @@ class SourceModule:
             ]
         return self.assignments(expr, scope) or []
 
+    def assignment_of(
+        self, value: cst.BaseExpression, *, through_branches: bool = False
+    ) -> cst.Assign | cst.AnnAssign | None:
+        """The `target = value` statement that binds `value` (the collector keeps values, not statements);
+        with `through_branches`, also one binding a conditional value `value` is a branch of (`ctx =
+        nullcontext() if cpu else torch.autocast(...)`)."""
+        found = self._assignments_by_value.get(id(value))
+        if found is None or (found[1] and not through_branches):
+            return None
+        return found[0]
+
+    @cached_property
+    def _assignments_by_value(self) -> dict[int, tuple[cst.Assign | cst.AnnAssign, bool]]:
+        """Every assignment statement by the id of its value (False) and of its value's branches (True)."""
+        found: dict[int, tuple[cst.Assign | cst.AnnAssign, bool]] = {}
+        for line in walk.simple_lines(self.module):
+            for small in line.body:
+                if not isinstance(small, (cst.Assign, cst.AnnAssign)) or small.value is None:
+                    continue
+                value = small.value
+                found[id(value)] = (small, False)
+                while isinstance(value, cst.IfExp):
+                    found[id(value.body)] = (small, True)
+                    found[id(value.orelse)] = (small, True)
+                    value = value.orelse
+        return found
+
     def is_self_attribute(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`self.x` inside a method of a class (where `self` is the method's first parameter)."""
         if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):

@@ -36,13 +36,6 @@ def simple_lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
     return (found for found in statements(node) if isinstance(found, cst.SimpleStatementLine))
 
 
-def assign_statements(module: cst.Module) -> Iterator[cst.Assign]:
-    for line in simple_lines(module):
-        for small in line.body:
-            if isinstance(small, cst.Assign):
-                yield small
-
-
 def subexpressions(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """`expr` and the expressions inside it that can carry parameters to an optimizer (calls, containers,
     comprehensions, operators), without LibCST's costly `children`."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
-from torchlint.facts.syntax.walk import assign_statements, simple_lines, subexpressions
+from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
@@ -531,11 +531,8 @@ class ModelAnalysis:
 
     def _assignment_of(self, value: cst.BaseExpression) -> cst.Assign | None:
         """The `self.x = value` statement of a value (the collector keeps the value only)."""
-        return self._assignments_by_value.get(id(value))
-
-    @cached_property
-    def _assignments_by_value(self) -> dict[int, cst.Assign]:
-        return {id(statement.value): statement for statement in assign_statements(self.source.module)}
+        statement = self.source.assignment_of(value)
+        return statement if isinstance(statement, cst.Assign) else None
 
     def _event(self, model: Model, kind: str, node: cst.CSTNode, statement: cst.CSTNode | None) -> None:
         record = self._call_records.get(id(node))
@@ -668,14 +665,14 @@ class ModelAnalysis:
     def compile_sites(self) -> list[CompileSite]:
         source = self.source
         sites: list[CompileSite] = []
-        targets = {id(s.value): s for s in assign_statements(source.module) if len(s.targets) == 1}
         for call in source.calls:
             node = call.node
             func = node.func
             qualname = source.qualname(func, call.scope)
             positional = [arg.value for arg in node.args if not arg.keyword and not arg.star]
             if qualname in _COMPILERS:
-                target = targets.get(id(node))
+                target = self._assignment_of(node)
+                target = target if target is not None and len(target.targets) == 1 else None
                 bound = source.code(target.targets[0].target) if target is not None else ""
                 sites.append(
                     CompileSite(

@@ -30,10 +30,11 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.values import literal_of
-from torchlint.facts.syntax.walk import calls_in, contains, simple_lines, statements
+from torchlint.facts.syntax.walk import calls_in, contains, statements
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord, LoopRecord
+    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.syntax.names import Reference, Scope
 
@@ -76,6 +77,7 @@ _CLIPS = {
     "torch.nn.utils.clip_grad.clip_grad_norm_",
     "torch.nn.utils.clip_grad.clip_grad_value_",
 }
+_SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
 _NEW_SIGNATURE = Signature(("device_type", "dtype", "enabled", "cache_enabled"))
 _OLD_SIGNATURE = Signature(("enabled", "dtype", "cache_enabled"))
 _HALF_CASTS = {"half": "float16", "bfloat16": "bfloat16"}
@@ -248,8 +250,8 @@ class PrecisionAnalysis:
 
     @cached_property
     def regions(self) -> list[tuple[AutocastSite, cst.With]]:
-        """`with` statements that open an enabled autocast context: directly (`with torch.autocast(...)`)
-        or through a variable holding one (`with ctx:`)."""
+        """`with` statements that open an enabled autocast context: directly (`with torch.autocast(...)`),
+        through a variable holding one (`with ctx:`), or through a parameter the callers pass one for."""
         sites = [s for s in self.autocast_sites if s.enabled != "no"]
         by_call = {id(s.call): s for s in sites if s.call is not None and s.how == "`with`"}
         by_name = {s.how[len("variable `") : -1]: s for s in sites if s.how.startswith("variable `")}
@@ -258,9 +260,92 @@ class PrecisionAnalysis:
             site = by_call.get(id(item.item))
             if site is None:
                 site = by_name.get(dotted(item.item) or "")
-            if site is not None:
+            if site is None:
+                site = self._passed_contexts.get(id(item.item))
+            if site is not None and site.enabled != "no":
                 found.append((site, node))
         return found
+
+    @cached_property
+    def _passed_contexts(self) -> dict[int, AutocastSite]:
+        """`with ctx:` / `with amp_autocast():` where `ctx` is a parameter for which a caller, in this file or
+        another, passes an autocast context (timm's `amp_autocast = partial(torch.autocast, ...)` handed
+        down; a context made in main.py): a site at the `with` item, by its id, with the device, dtype and
+        `enabled=` of what is passed. The modules that pass it are kept for TL302 (a scaler made there)."""
+        source = self.source
+        found: dict[int, AutocastSite] = {}
+        for item, node in self._with_items.values():
+            expr = item.item
+            name = expr.func if isinstance(expr, cst.Call) and not expr.args else expr
+            if not isinstance(name, cst.Name):
+                continue
+            function = self._function_around(node, name.value)
+            if function is None:
+                continue
+            for module, passed in self.passed_for(function, name.value):
+                where = "by its callers" if module is source else f"in {module.path}"
+                how = f"parameter `{name.value}`, an autocast context passed {where}"
+                site = AutocastSite(
+                    expr, None, how, passed.device, passed.dtype, passed.dtype_explicit, passed.enabled
+                )
+                found[id(expr)] = site
+                self._passing_modules.setdefault(id(site), []).append(module)
+                break
+        return found
+
+    @cached_property
+    def _passing_modules(self) -> dict[int, list[SourceModule]]:
+        return {}
+
+    def passed_for(
+        self, function: FunctionRecord, param: str, depth: int = 0
+    ) -> list[tuple[SourceModule, AutocastSite]]:
+        """The autocast contexts callers pass for `param` of `function`, with the module of each."""
+        from torchlint.facts.syntax.calls import argument_for
+
+        found = []
+        callers = [(self.source, call) for call in self.source.callers_of(function)]
+        for module, call in callers + self._calls_elsewhere([function]):
+            argument = argument_for(call.node, function, param)
+            if argument is None:
+                continue
+            site = module.analysis(PrecisionAnalysis).site_for(argument, call.scope, depth + 1)
+            if site is not None:
+                found.append((module, site))
+        return found
+
+    def site_for(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> AutocastSite | None:
+        """The autocast context `expr` evaluates to: a call opening one, a variable or parameter holding one
+        (`ctx = nullcontext() if cpu else torch.autocast(...)`: the autocast branch), a partial, or what a
+        project function called here returns."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Call):
+            found = next((s for s in self.autocast_sites if s.call is expr), None)
+            target = self.source.callee_of_call(expr, scope) if found is None else None
+            if target is not None:  # a project helper returning one (open_clip's `get_autocast(precision)`)
+                home, function = target
+                analysis = home.analysis(PrecisionAnalysis)
+                for returned in function.returns:
+                    found = found or analysis.site_for(returned, function.scope, depth + 1)
+            return found
+        if isinstance(expr, cst.IfExp):
+            return self.site_for(expr.body, scope, depth + 1) or self.site_for(expr.orelse, scope, depth + 1)
+        if isinstance(expr, cst.Name):
+            for assignment in self.source.assigned_values(expr, scope):
+                found = self.site_for(assignment.value, assignment.scope, depth + 1)
+                if found is not None:
+                    return found
+            function = self.source.function_of_scope(scope)
+            if function is not None and expr.value in function.params:
+                passed = self.passed_for(function, expr.value, depth + 1)
+                return passed[0][1] if passed else None
+        return None
+
+    def _function_around(self, node: cst.CSTNode, param: str) -> FunctionRecord | None:
+        """The innermost function of this module with a parameter `param` that holds `node`."""
+        around = [f for f in self.source.functions if param in f.params and contains(f.node, node)]
+        return around[-1] if around else None  # functions are collected outer first
 
     def backward_in_autocast(self) -> list[BackwardInAutocast]:
         """Backward calls written inside an autocast region (TL305), with how to move them out."""
@@ -286,24 +371,30 @@ class PrecisionAnalysis:
         return (node, parent, index) if parent is not None else (None, None, 0)
 
     def clips_without_unscale(self) -> list[tuple[cst.Call, str, str]]:
-        """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of a loop with
-        no `scaler.unscale_(...)` before it: (the clip call, the scaler, the optimizer) — TL306."""
+        """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of one step —
+        the loop's iteration, or the step function holding them (minGPT-ddp's `_run_batch`) — with no
+        `scaler.unscale_(...)` before it: (the clip call, the scaler, the optimizer) — TL306. A clip before
+        the step's own `scaler.scale(...)` belongs to the unscaled branch (`else: loss.backward(); clip`)."""
         source = self.source
         found = []
         for scaler in self.scalers:
             for step in scaler.uses.get("step", []):
-                if step.loop is None or not step.node.args:
+                if not step.node.args:
                     continue
-                calls = [c for c in step.loop.all_calls() if c.function is step.function]
+                within = step.loop.all_calls() if step.loop is not None else source.calls
+                calls = [c for c in within if c.function is step.function]
                 step_at = source.span(step.node)[0]
                 unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in calls]
+                scales = [source.span(c.node)[0] for c in scaler.uses.get("scale", []) if c in calls]
                 for call in calls:
                     if (source.qualname(call.node.func, call.scope) or "") not in _CLIPS:
                         continue
                     at = source.span(call.node)[0]
-                    if at < step_at and not any(u < at for u in unscales):
-                        optimizer = source.code(step.node.args[0].value)
-                        found.append((call.node, scaler.name, optimizer))
+                    if at >= step_at or any(u < at for u in unscales):
+                        continue
+                    if scales and not any(s < at for s in scales):
+                        continue
+                    found.append((call.node, scaler.name, source.code(step.node.args[0].value)))
         return found
 
     def fp16_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
@@ -318,6 +409,9 @@ class PrecisionAnalysis:
         for site, node in self.regions:
             if site.dtype not in ("float16", "float16 or bfloat16") or site.device == "cpu":
                 continue
+            passing = self._passing_modules.get(id(site), [])
+            if any(e.scales_loss for m in passing for e in m.analysis(PrecisionAnalysis).evidence):
+                continue  # the context comes from a file that scales the loss
             loop = next((loop for loop in loops if contains(loop.node, node)), None)
             if loop is not None and all(site is not seen for seen, _ in found):
                 found.append((site, loop))
@@ -327,22 +421,22 @@ class PrecisionAnalysis:
         """Where a GradScaler goes into `loop`: one backward and one optimizer step written in the loop (as
         statements of their own), the clips before the step, and the outermost loop of the same function
         (the scaler is made once, before it). None when the loop's shape is not that simple."""
+        from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, STEP, TrainingAnalysis
+
         source = self.source
+        training = source.analysis(TrainingAnalysis)
         calls = [c for c in loop.all_calls() if c.function is loop.function]
-        backwards = [
-            c
-            for c in calls
-            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
-        ]
-        steps = [
-            c
-            for c in calls
-            if isinstance(c.node.func, cst.Attribute)
-            and c.node.func.attr.value == "step"
-            and not c.node.args
-            and "sched" not in source.code(c.node.func.value).lower()
-        ]
-        if len(backwards) != 1 or len(steps) != 1 or backwards[0].node.args:
+        # What each call does itself (at the depth limit the training analysis does not descend into
+        # callees): a backward pass, an optimizer step (a scheduler's `step()` is not one)
+        events = [(call, training.call_events(call, MAX_DEPTH)) for call in calls]
+        backwards = [c for c, done in events if BACKWARD in done]
+        steps = [c for c, done in events if STEP in done and not c.node.args]
+        if (
+            len(backwards) != 1
+            or len(steps) != 1
+            or backwards[0].node.args
+            or backwards[0].node.func.attr.value != "backward"  # type: ignore[attr-defined]
+        ):
             return None
         step = steps[0]
         step_statement = self._statement_of(step.node)
@@ -380,14 +474,15 @@ class PrecisionAnalysis:
         return [s for s in self.scalers if s.enabled == "yes" and s.is_grad_scaler]
 
     def _assigned_name(self, value: cst.BaseExpression) -> str:
-        target = self._targets.get(id(value))
-        return self.source.code(target).strip() if target is not None else ""
-
-    @cached_property
-    def _targets(self) -> dict[int, cst.BaseExpression]:
-        """What `target = value` binds, by the id of the value (and of each branch of a conditional value:
-        `ctx = nullcontext() if cpu else torch.autocast(...)`)."""
-        return dict(_assignment_targets(self.source.module))
+        """What `target = value` binds (one Name or attribute target), also for a branch of a conditional
+        value (`ctx = nullcontext() if cpu else torch.autocast(...)`); "" when nothing is."""
+        statement = self.source.assignment_of(value, through_branches=True)
+        target = None
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0].target
+        elif isinstance(statement, cst.AnnAssign):
+            target = statement.target
+        return self.source.code(target).strip() if isinstance(target, (cst.Name, cst.Attribute)) else ""
 
     def _device(self, expr: cst.BaseExpression, scope: Scope) -> str:
         from torchlint.facts.torch.devices import DeviceAnalysis
@@ -444,19 +539,26 @@ class PrecisionAnalysis:
     def _scalers_by_use(self, known: set[str]) -> list[Scaler]:
         """A scaler handed in (a parameter, `self.scaler` set elsewhere): a name with both `.scale(...)`
         and `.step(...)` called on it (`scaler.scale(loss).backward()` ... `scaler.step(optimizer)`)."""
-        source = self.source
-        methods: dict[str, dict[str, list[CallRecord]]] = {}
-        for record in source.calls:
-            func = record.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("scale", "unscale_", "step", "update"):
-                name = dotted(func.value) or ""
-                if name and name not in known:
-                    methods.setdefault(name, {}).setdefault(func.attr.value, []).append(record)
         found = []
-        for name, uses in methods.items():
-            if "scale" in uses and "step" in uses:
-                first = uses["scale"][0].node
-                found.append(Scaler(first, name, "(used as one)", "unknown", uses))
+        for name, uses in self._scaler_calls.items():
+            if name not in known and "scale" in uses and "step" in uses:
+                uses = {method: calls for method, calls in uses.items() if method != "__call__"}
+                found.append(Scaler(uses["scale"][0].node, name, "(used as one)", "unknown", uses))
+        return found
+
+    @cached_property
+    def _scaler_calls(self) -> dict[str, dict[str, list[CallRecord]]]:
+        """The calls a scaler would take, by the name they are made on, read once for every scaler:
+        `name.scale(...)`, `unscale_`, `step`, `update`, and `name(...)` itself (a wrapper's `__call__`)."""
+        found: dict[str, dict[str, list[CallRecord]]] = {}
+        for record in self.source.calls:
+            func = record.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _SCALER_METHODS:
+                name, method = dotted(func.value), func.attr.value
+            else:
+                name, method = dotted(func), "__call__"
+            if name:
+                found.setdefault(name, {}).setdefault(method, []).append(record)
         return found
 
     def _wrapper_class(self, call: CallRecord) -> str:
@@ -490,17 +592,8 @@ class PrecisionAnalysis:
         if given is not None and given.expression is not None:
             known, value = given.constant()
             enabled = ("yes" if value else "no") if known else self.source.code(given.expression)
-        scaler = Scaler(call, name, how, enabled)
-        if name:
-            for record in self.source.calls:
-                func = record.node.func
-                if isinstance(func, cst.Attribute) and dotted(func.value) == name:
-                    method = func.attr.value
-                    if method in ("scale", "unscale_", "step", "update"):
-                        scaler.uses.setdefault(method, []).append(record)
-                elif dotted(func) == name:
-                    scaler.uses.setdefault("__call__", []).append(record)
-        return scaler
+        uses = self._scaler_calls.get(name, {}) if name else {}
+        return Scaler(call, name, how, enabled, {method: list(calls) for method, calls in uses.items()})
 
     # -- precision supplied another way ---------------------------------------------------------------------
 
@@ -590,7 +683,7 @@ class PrecisionAnalysis:
                     (True, "cuda"),
                     (True, "auto"),
                 )
-                if "fit" not in methods or not on_gpu:
+                if "fit" not in methods or not on_gpu or not self._fits(call.node):
                     continue
                 found.append((call.node, func, framework, "precision", '"bf16-mixed"'))
             elif framework == "accelerate":
@@ -602,6 +695,37 @@ class PrecisionAnalysis:
                     continue
                 found.append((call.node, func, framework, "bf16", "True"))
         return found
+
+    def _fits(self, trainer: cst.Call) -> bool:
+        """A Lightning `Trainer(...)` that trains: `.fit(...)` is called on it (also chained), or on the
+        name holding it before that name holds another Trainer (a tutorial's last `trainer =
+        pl.Trainer(...)` may only `validate`). A Trainer the module hands on is given the benefit."""
+        source = self.source
+        name = self._assigned_name(trainer)
+        fits = [
+            c.node
+            for c in source.calls
+            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "fit"
+        ]
+        if any(fit.func.value is trainer for fit in fits):  # type: ignore[attr-defined]
+            return True
+        if not name:
+            return True
+        held = [
+            c.node
+            for c in source.calls
+            if self._assigned_name(c.node) == name
+            and _framework_of(source.qualname(c.node.func, c.scope) or "")
+        ]
+        start = source.span(trainer)[0]
+        end = min(
+            (source.span(other)[0] for other in held if source.span(other)[0] > start),
+            default=len(source.text),
+        )
+        return any(
+            dotted(fit.func.value) == name and start < source.span(fit)[0] < end  # type: ignore[attr-defined]
+            for fit in fits
+        )
 
     # -- what TL301 asks of one training loop ---------------------------------------------------------------
 
@@ -617,6 +741,95 @@ class PrecisionAnalysis:
             if other is not source and other.analysis(PrecisionAnalysis).evidence:
                 return True
         return any(other.analysis(PrecisionAnalysis).evidence for other in self._importers())
+
+    def loop_device(self, loop: LoopRecord) -> Device:
+        """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper
+        `train_one_epoch(model, loader, optimizer, device)` moving batches to a parameter), the strongest
+        evidence of the project files that call into it — as a loader's device comes from the files that
+        train with it."""
+        from torchlint.facts.torch.devices import DeviceAnalysis
+
+        own = self.source.analysis(DeviceAnalysis).evidence.device
+        if own.may_be_cuda:
+            return own
+        modules = {id(module): module for module, _ in self.callers_elsewhere(loop)}
+        return max((own, *(m.analysis(DeviceAnalysis).evidence.device for m in modules.values())))
+
+    def framework_owns(self, loop: LoopRecord) -> bool:
+        """A framework decides the loop's precision: the module makes a Lightning `Trainer`/`Fabric` or an
+        accelerate `Accelerator` (whose switch TL301 names), or the loop's backward pass is a framework
+        object's (`accelerator.backward(loss)`, `fabric.backward(loss)`, the object made elsewhere). Only
+        importing a framework (`pl.seed_everything(42)`) hands it no loop."""
+        if self._makes_framework_object:
+            return True
+        for call in loop.all_calls():
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and call.node.args:
+                if isinstance(func.value, cst.Name) and func.value.value in ("accelerator", "fabric"):
+                    return True
+                if _framework_of(self._type_of(func.value, call.scope)):
+                    return True
+        return False
+
+    @cached_property
+    def _makes_framework_object(self) -> bool:
+        source = self.source
+        return any(_framework_of(source.qualname(c.node.func, c.scope) or "") for c in source.calls)
+
+    def _type_of(self, expr: cst.BaseExpression, scope: Scope) -> str:
+        """The annotated class of a parameter (`accelerator: Accelerator`), as a qualified name."""
+        if not isinstance(expr, cst.Name):
+            return ""
+        function = self.source.function_of_scope(scope)
+        if function is None:
+            return ""
+        for param in function.node.params.params:
+            if param.name.value == expr.value and param.annotation is not None:
+                return self.source.qualname(param.annotation.annotation, function.scope) or ""
+        return ""
+
+    def runs_over_rpc(self, loop: LoopRecord) -> bool:
+        """The loop's backward pass is distributed autograd's (`dist_autograd.backward(context_id, [loss])`):
+        the model runs on RPC workers, which this thread's autocast state (thread-local) does not reach."""
+        source = self.source
+        return any(
+            source.qualname(call.node.func, call.scope) == "torch.distributed.autograd.backward"
+            for call in loop.all_calls()
+        )
+
+    def callers_elsewhere(self, loop: LoopRecord) -> list[tuple[SourceModule, CallRecord]]:
+        """The calls in other project files that run `loop`: calls of the function holding it or of a
+        function of this module leading to it (`train_one_epoch(...)` in main.py), and, for a method, the
+        constructions of its class (`Trainer(model, loader, ...)`, then `trainer.train()`)."""
+        source = self.source
+        functions: list[FunctionRecord] = []
+        frontier = [loop.function] if loop.function is not None else []
+        while frontier:
+            function = frontier.pop()
+            if function is None or any(function is seen for seen in functions):
+                continue
+            functions.append(function)
+            frontier += [call.function for call in source.callers_of(function)]
+        return self._calls_elsewhere(functions)
+
+    def _calls_elsewhere(self, functions: list[FunctionRecord]) -> list[tuple[SourceModule, CallRecord]]:
+        """Calls in the files importing this one that run one of `functions` (or construct its class)."""
+        classes = {f.owner.name: f.owner for f in functions if f.owner is not None}
+        found = []
+        for other in self._importers() if functions else ():
+            for call in other.calls:
+                target = other.callee(call)
+                if target is not None and any(target[1] is f for f in functions):
+                    found.append((other, call))
+                    continue
+                func = call.node.func
+                name = func.value if isinstance(func, cst.Name) else ""
+                name = func.attr.value if isinstance(func, cst.Attribute) else name
+                if name in classes:
+                    resolved = other.resolve_class(func, call.scope)
+                    if resolved is not None and resolved[1] is classes[name]:
+                        found.append((other, call))
+        return found
 
     def _importers(self, depth: int = 2) -> list[SourceModule]:
         """The project modules that import this one, and those that import them (a package's
@@ -690,25 +903,6 @@ def _withs(node: cst.CSTNode):
 
 def _blocks(node: cst.CSTNode):
     return (found for found in statements(node) if isinstance(found, cst.IndentedBlock))
-
-
-def _assignment_targets(module: cst.Module):
-    """(id of the value, target) for `target = value` with one Name or attribute target."""
-    for statement in simple_lines(module):
-        for small in statement.body:
-            target = None
-            if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                target = small.targets[0].target
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                target = small.target
-            if not isinstance(target, (cst.Name, cst.Attribute)):
-                continue
-            value = small.value
-            yield id(value), target
-            while isinstance(value, cst.IfExp):
-                yield id(value.body), target
-                yield id(value.orelse), target
-                value = value.orelse
 
 
 __all__ = [

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 _MODEL_WORD = re.compile(r"(^|_)(model|net|network|gpt|transformer)s?(_|$)", re.IGNORECASE)
 _OPTIMIZER_METHODS = {"step", "unscale_"}
+# Builtins given a model that do not run it (`print(model)`, `isinstance(model, DDP)`).
+_NOT_A_FORWARD = {"print", "len", "isinstance", "hasattr", "getattr", "setattr", "id", "type", "repr", "str"}
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,12 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
     reads like one: `model`, `self.net`) written in the loop itself or in a function of this module the
     loop calls to run the step (`self._run_batch(x, y)`, `train_iter(model, ...)`); None when the forward is
     elsewhere."""
-    from torchlint.facts.torch.training import BACKWARD, TrainingAnalysis
+    from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, TrainingAnalysis
 
+    training = source.analysis(TrainingAnalysis)
     calls = list(loop.all_calls())
     found = _forward_in(source, calls, loop.node.body, models)
     if found is None:
-        training = source.analysis(TrainingAnalysis)
         for call in calls:
             target = source.callee(call)
             if target is None or target[0] is not source:
@@ -66,20 +68,23 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
     if found is None:
         return None
     forward, calls, body_node = found
-    backward = next((c for c in calls if _is_backward(c.node)), None)
+    # the backward pass written here (at the depth limit the training analysis reads the call itself only)
+    backward = next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
     return _step(source, forward.node, backward.node if backward else None, body_node)
 
 
 def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]):
-    """The first model call (in source order) among `calls`."""
+    """The first model call (in source order) among `calls`; without one, the first call handed a trained
+    model whose result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`)."""
+    calls = list(calls)
     forwards = [c for c in calls if _is_model_call(source, c, models)]
+    if not forwards:
+        forwards = [
+            c for c in calls if _is_handed_the_model(source, c, models) and source.assignment_of(c.node)
+        ]
     if not forwards:
         return None
     return min(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
-
-
-def _is_backward(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("backward", "manual_backward")
 
 
 def _step(
@@ -152,7 +157,7 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
     code = dotted(func)
     if code is None:
         return False  # `self.models[0](x)`: not a name the analysis follows
-    if code in models:
+    if code in models or code == "self.forward":  # a module training itself (forward-forward layers)
         return True
     if source.callee(call) is not None:
         return False
@@ -161,6 +166,15 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
         return False  # an imported function
     last = code.split(".")[-1]
     return _MODEL_WORD.search(last) is not None and code.count(".") <= 1
+
+
+def _is_handed_the_model(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
+    """A call of the project's or a library's code given a trained model positionally, which runs its
+    forward pass (`diffusion.training_losses(model, x, t)`, `compute_loss(model, batch)`)."""
+    qualname = source.qualname(call.node.func, call.scope) or ""
+    if qualname.split(".")[0] in ("torch", "copy", "builtins") or qualname in _NOT_A_FORWARD:
+        return False
+    return any(arg.keyword is None and not arg.star and dotted(arg.value) in models for arg in call.node.args)
 
 
 def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuite, int] | None:
