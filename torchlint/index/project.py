@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ class Project:
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
+        self._texts: dict[Path, bytes] = {}  # what the import scan read: asked again by `may_name`
+        self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._files: list[Path] | None = None
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
@@ -129,6 +132,23 @@ class Project:
 
     # -- who imports a file -----------------------------------------------------------------------------
 
+    def may_name(self, path: Path, names: Collection[str]) -> bool:
+        """False only when `path` cannot refer to any of `names` (functions of another module): its text
+        holds none of them, nor any name an import anywhere in the project gives one of them
+        (`from .loaders import build as build_loader` in a package's `__init__.py`). A call resolves by the
+        names written in the calling file, so this is a necessary condition, checked before building that
+        file's facts (which cost a LibCST parse, and what the analysis of them asks in turn)."""
+        if self._importers is None:
+            self._importers = self._scan_imports()
+        wanted = _with_aliases(set(names), self._aliases)
+        registered = self._facts.get(path.resolve())
+        if registered is not None:  # the text being checked (an editor's buffer), not the one on disk
+            return any(name in registered.text for name in wanted)
+        data = self._texts.get(path.resolve())
+        if data is None:
+            return True  # not read by the scan: nothing known, so it may
+        return any(not name.isascii() or name.encode() in data for name in wanted)
+
     def importers_of(self, path: Path) -> list[Path]:
         self._depends.setdefault(path.resolve(), set()).add(ALL_FILES)
         if self._importers is None:
@@ -139,20 +159,25 @@ class Project:
         importers: dict[Path, set[Path]] = {}
         for file in self._python_files():
             try:
+                data = self.fs.read_bytes(file)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    tree = ast.parse(self.fs.read_bytes(file))
+                    tree = ast.parse(data)
             except (OSError, SyntaxError, ValueError, RecursionError):
                 continue
-            for node in ast.walk(tree):
+            self._texts[file] = data
+            for node in _import_statements(tree):
                 names: list[str] = []
                 if isinstance(node, ast.Import):
                     names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom):
+                else:
                     base = "." * node.level + (node.module or "")
                     names = [base] + [
                         f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names
                     ]
+                for alias in node.names:
+                    if alias.asname is not None:
+                        self._aliases.setdefault(alias.name.rpartition(".")[2], set()).add(alias.asname)
                 for name in names:
                     target = self.module_file(file, name)
                     if target is not None and target != file:
@@ -183,6 +208,34 @@ class Project:
             folders[:0] = subfolders  # depth first, in name order
         self._files = found
         return found
+
+
+def _import_statements(tree: ast.Module):
+    """Every `import` and `from ... import` of a module: statements hold them, so only statement lists are
+    walked (a fifth of the nodes `ast.walk` visits, and most of the scan's time)."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if not isinstance(value, list):
+                continue
+            for item in value:
+                if isinstance(item, (ast.Import, ast.ImportFrom)):
+                    yield item
+                elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    todo.append(item)
+
+
+def _with_aliases(names: set[str], aliases: dict[str, set[str]]) -> set[str]:
+    """`names` and every name an import gives one of them, also through a chain of re-exports."""
+    todo = list(names)
+    while todo:
+        for alias in aliases.get(todo.pop(), ()):
+            if alias not in names:
+                names.add(alias)
+                todo.append(alias)
+    return names
 
 
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
