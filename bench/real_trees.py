@@ -188,7 +188,7 @@ def main() -> None:
     for source, chosen in trees:
         if not source.is_dir():
             sys.exit(f"{source}: not a folder")
-        bench_tree(source, chosen, options.repeat, options.torchlint)
+        bench_tree(source, chosen, options.repeat, options.torchlint.absolute())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,11 @@ of the file being checked sometimes need another file's. Imports resolve like Py
 folder: relative ones by package, absolute ones from the importing file's folder and then its ancestors up to
 the project root (the nearest folder with a pyproject.toml or .git). What does not resolve is unknown, never
 evidence. Other files' facts are built lazily, once per run, with the same analysis as checked files; the
-reverse question (who imports this file?) uses a cheap `ast` scan of the project's imports, made once.
+reverse question (who imports this file?) uses a cheap `ast` scan of the project's imports, made once (and
+remembered between runs by content hash, when the run has a cache: `ImportSummaries`). Building an
+importer's facts costs a LibCST parse and whatever its analysis asks in turn, so questions about importers
+first ask `may_name`, a test on the importer's text: one file of a big project then costs that file and the
+files that really use it, not every file that imports it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import ast
 import warnings
 from collections.abc import Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from torchlint._lazy import cst
 from torchlint.workspace.fs import FileSystem
@@ -29,10 +33,24 @@ MAX_PROJECT_FILES = 5000
 ALL_FILES = Path("<every project file's imports>")
 
 
+class ImportSummaries(Protocol):
+    """What earlier runs found each file imports, by the file's bytes (torchlint.cache.imports keeps them;
+    the index itself never writes a cache)."""
+
+    def get(self, data: bytes) -> tuple[list[str], list[list[str]]] | None: ...
+
+    def put(self, data: bytes, imports: tuple[list[str], list[list[str]]]) -> None: ...
+
+    def save(self) -> None: ...
+
+
 class Project:
-    def __init__(self, root: Path, fs: FileSystem | None = None) -> None:
+    def __init__(
+        self, root: Path, fs: FileSystem | None = None, summaries: ImportSummaries | None = None
+    ) -> None:
         # Every file the index reads, lists or looks for is asked of `fs` (the run's; else the real one).
         self.fs = fs if fs is not None else FileSystem()
+        self.summaries = summaries  # None: every scan parses every file
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._importers: dict[Path, set[Path]] | None = None
@@ -160,28 +178,25 @@ class Project:
         for file in self._python_files():
             try:
                 data = self.fs.read_bytes(file)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tree = ast.parse(data)
-            except (OSError, SyntaxError, ValueError, RecursionError):
+            except OSError:
                 continue
+            found = self.summaries.get(data) if self.summaries is not None else None
+            if found is None:
+                found = _imports_of(data)
+                if found is None:
+                    continue  # not Python that CPython parses: it imports nothing anyone can see
+                if self.summaries is not None:
+                    self.summaries.put(data, found)
             self._texts[file] = data
-            for node in _import_statements(tree):
-                names: list[str] = []
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                else:
-                    base = "." * node.level + (node.module or "")
-                    names = [base] + [
-                        f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names
-                    ]
-                for alias in node.names:
-                    if alias.asname is not None:
-                        self._aliases.setdefault(alias.name.rpartition(".")[2], set()).add(alias.asname)
-                for name in names:
-                    target = self.module_file(file, name)
-                    if target is not None and target != file:
-                        importers.setdefault(target, set()).add(file)
+            names, aliases = found
+            for name, asname in aliases:
+                self._aliases.setdefault(name, set()).add(asname)
+            for name in names:
+                target = self.module_file(file, name)
+                if target is not None and target != file:
+                    importers.setdefault(target, set()).add(file)
+        if self.summaries is not None:
+            self.summaries.save()
         return importers
 
     def _python_files(self) -> list[Path]:
@@ -208,6 +223,28 @@ class Project:
             folders[:0] = subfolders  # depth first, in name order
         self._files = found
         return found
+
+
+def _imports_of(data: bytes) -> tuple[list[str], list[list[str]]] | None:
+    """The module names a file's imports write (`from a import b` gives `a` and `a.b`: b may be a module),
+    and the [name, asname] pairs they rename; None when CPython does not parse it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    names: list[str] = []
+    aliases: list[list[str]] = []
+    for node in _import_statements(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        else:
+            base = "." * node.level + (node.module or "")
+            names.append(base)
+            names += [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
+        aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
+    return names, aliases
 
 
 def _import_statements(tree: ast.Module):
