@@ -146,22 +146,21 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path) -> None
     torchfix = measure([str(TORCHFIX), "--select", "ALL", "."], tree) if TORCHFIX.exists() else None
 
     print(f"\n{source}  ({len(files)} files, {lines} lines; one file: {one}; {exe})")
-    print(f"{'':<36}{'wall s':>9}{'cpu s':>9}{'peak MB':>9}{'/ ruff':>9}{'TorchFix /':>12}")
+    width = max(36, *(len(name) + 12 for name, _ in rows))
+
+    def line(label: str, run: Run, vs_ruff: str, vs_torchfix: str) -> None:
+        figures = f"{run.wall:>9.2f}{run.cpu:>9.2f}{run.peak_mb:>9.0f}"
+        print(f"{label:<{width}}{figures}{vs_ruff:>9}{vs_torchfix:>12}")
+
+    print(f"{'':<{width}}{'wall s':>9}{'cpu s':>9}{'peak MB':>9}{'/ ruff':>9}{'TorchFix /':>12}")
     for name, run in rows:
         # TorchFix has no cache and checks the whole tree: only whole cold runs compare with it.
         whole_cold = torchfix is not None and name in ("cold", "cold -j 1")
         vs_torchfix = f"{torchfix.wall / run.wall:.1f}x" if whole_cold else "-"  # type: ignore[union-attr]
-        print(
-            f"{'torchlint ' + name:<36}{run.wall:>9.2f}{run.cpu:>9.2f}{run.peak_mb:>9.0f}"
-            f"{run.wall / ruff.wall:>8.1f}x{vs_torchfix:>12}"
-        )
-    print(
-        f"{'ruff --select ALL':<36}{ruff.wall:>9.2f}{ruff.cpu:>9.2f}{ruff.peak_mb:>9.0f}{'1.0x':>9}{'-':>12}"
-    )
+        line(f"torchlint {name}", run, f"{run.wall / ruff.wall:.1f}x", vs_torchfix)
+    line("ruff --select ALL", ruff, "1.0x", "-")
     if torchfix is not None:
-        print(
-            f"{'TorchFix --select ALL':<36}{torchfix.wall:>9.2f}{torchfix.cpu:>9.2f}{torchfix.peak_mb:>9.0f}"
-        )
+        line("TorchFix --select ALL", torchfix, "-", "1.0x")
     else:
         print("TorchFix: not measured (no bench/.venv-torchfix; bench/lint_speed.py creates it)")
 
