@@ -248,8 +248,16 @@ class _Worker:
         self.options = options
         self.fs = fs
         self._caches: dict[Path, ResultCache] = {}
+        if options.cache:  # the project index's import scan remembers files by content, in the same folder
+            linter.import_summaries = self._import_summaries
         # The files the cache could not answer, and the bytes each has to analyse (for choose_jobs).
         self.work: dict[Path, int] = {}
+
+    def _import_summaries(self, root: Path):
+        from torchlint.cache.folder import cache_folder
+        from torchlint.cache.imports import ImportsCache
+
+        return ImportsCache(cache_folder(root, self.options.cache_dir), root)
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache

@@ -28,7 +28,7 @@ from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
-    from torchlint.index.project import Project
+    from torchlint.index.project import ImportSummaries, Project
 
 MAX_FIX_PASSES = 10
 
@@ -62,6 +62,9 @@ class Linter:
         self._projects: dict[Path, Project] = {}
         self._roots: dict[Path, Path] = {}  # project_root's memo: a linter lives for one run
         self._enabled: dict[int, list[Rule]] = {}  # by id(settings), as _instances
+        # A project root -> what earlier runs found its files import (None: scan every file afresh); the
+        # api sets it when the run may use the cache.
+        self.import_summaries: Callable[[Path], ImportSummaries | None] = lambda root: None
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
@@ -69,7 +72,7 @@ class Linter:
 
         root = self.root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root, self.fs)
+            self._projects[root] = Project(root, self.fs, self.import_summaries(root))
         return self._projects[root]
 
     def root_of(self, folder: Path) -> Path:

@@ -58,6 +58,11 @@ class ProjectIndex(Protocol):
         """The project files that import `path` (the answer then depends on the project's file list)."""
         ...
 
+    def may_name(self, path: Path, names: Collection[str]) -> bool:
+        """False only when project file `path` cannot refer to any of `names` (checked before its facts are
+        built for a question about who calls them)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Assignment:

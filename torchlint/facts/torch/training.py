@@ -489,12 +489,17 @@ class TrainingAnalysis:
         facts = self.source
         if facts.project is None or facts.file is None:
             return self._exports
+        feeding = self._feeding_functions()
+        if not feeding:  # no function here hands back a loader: what importers do with them cannot matter
+            return self._exports
         importers = list(facts.project.importers_of(facts.file))
         for importer in list(importers):
             if importer.name == "__init__.py":
                 importers += [p for p in facts.project.importers_of(importer) if p not in importers]
         exports: dict[tuple[str, int | None, Flags], list[LoaderUse]] = {}
         for importer in importers:
+            if not facts.project.may_name(importer, feeding):
+                continue  # it cannot call them: its facts are not built
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:
                 continue
@@ -503,6 +508,27 @@ class TrainingAnalysis:
                     exports.setdefault((source.function, source.index, source.flags), []).append(use)
         self._exports = exports
         return exports
+
+    def _feeding_functions(self) -> set[str]:
+        """The top-level functions of this module whose value can be a loader, or another module's function's
+        value: the only ones whose callers in other files `_function_uses` looks for. Asked first, so that a
+        module of helpers (`utils/general.py`) never has its importers' facts built; an over-approximation
+        (every tuple index a caller could pick is tried) keeps the answers what they were."""
+        names: set[str] = set()
+        widest = _widest_output(self.source.functions)
+        for name in self.source.module_scope.bindings:
+            function = self.source.top_level_function(name)
+            if function is None or not function.outputs:
+                continue
+            for index in (None, *range(widest)):
+                if any(
+                    isinstance(source, (Loader, ExternalSource))
+                    for returned in function.outputs
+                    for source in self.sources(returned, function.scope, index)
+                ):
+                    names.add(name)
+                    break
+        return names
 
     def exported_training_sources(self) -> list[tuple[ExternalSource, LoaderUse]]:
         """Other modules' functions whose value feeds training: iterated here, or returned by a function of
@@ -555,6 +581,8 @@ class TrainingAnalysis:
             return []
         found: list[Loader] = []
         for importer in facts.project.importers_of(facts.file):
+            if not facts.project.may_name(importer, {function.name}):
+                continue  # it cannot call `function`: its facts are not built
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:
                 continue
@@ -648,6 +676,24 @@ def _is_parameter(name: cst.Name, loader: Loader, function: FunctionRecord, know
     return name.value in known and any(
         b.kind is BindingKind.PARAM and b.scope is function.scope for b in loader.scope.lookup(name.value)
     )
+
+
+def _widest_output(functions: list[FunctionRecord]) -> int:
+    """More than any tuple index `sources` can use in these functions' values: an index past every tuple,
+    list and call argument list a value passes it to finds nothing that index None does not find."""
+    widest = 0
+    todo = [output for function in functions for output in function.outputs]
+    while todo:
+        expr = todo.pop()
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            widest = max(widest, len(expr.elements))
+        elif isinstance(expr, cst.Call):
+            widest = max(widest, len(expr.args))
+        elif isinstance(expr, cst.IfExp):
+            todo += [expr.body, expr.orelse]
+        elif isinstance(expr, cst.BooleanOperation):
+            todo += [expr.left, expr.right]
+    return widest
 
 
 def _descendants(loop: LoopRecord):

@@ -1,0 +1,197 @@
+"""The project index answers questions about importers without building the facts of files that cannot
+matter: checking one file of a big project costs that file and its real dependents, not the project."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support import line_of, project_facts
+from torchlint.facts.torch.training import TrainingAnalysis
+from torchlint.index.project import Project, _import_statements
+
+FACTORY = """
+    from torch.utils.data import DataLoader
+
+    def build_loader(dataset):
+        return DataLoader(dataset, batch_size=32)
+
+    def describe(dataset):
+        return f"{len(dataset)} samples"
+"""
+TRAIN = """
+    from data import build_loader
+
+    def main(model, optimizer, dataset):
+        for epoch in range(10):
+            for x, y in build_loader(dataset):
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+"""
+REPORT = """
+    from data import describe
+
+    def report(dataset):
+        print(describe(dataset))
+"""
+
+
+@pytest.fixture
+def parsed(monkeypatch) -> list[str]:
+    """The names of the files whose facts the project index builds (one LibCST parse each)."""
+    built: list[str] = []
+    original = Project._build
+
+    def recording(self, path):
+        built.append(path.name)
+        return original(self, path)
+
+    monkeypatch.setattr(Project, "_build", recording)
+    return built
+
+
+def _factory_loader(facts):
+    (loader,) = [x for x in facts.loaders if line_of(facts, x.call) == 5]
+    return loader
+
+
+def test_a_factory_check_builds_only_the_importers_that_name_its_factory(tmp_path, parsed):
+    files = {"data.py": FACTORY, "train.py": TRAIN, "report.py": REPORT}
+    facts = project_facts(tmp_path, files, "data.py")
+    uses = facts.loader_uses(_factory_loader(facts))
+    assert [use.path.endswith("train.py") for use in uses] == [True]
+    assert [use.per_epoch for use in uses] == [True]
+    assert "train.py" in parsed
+    assert "report.py" not in parsed
+
+
+def test_a_module_whose_functions_return_no_loader_builds_no_importer(tmp_path, parsed):
+    helpers = "def describe(dataset):\n    return len(dataset)\n"
+    user = "from helpers import describe\nfrom data import build_loader\nprint(describe([]))\n"
+    files = {"helpers.py": helpers, "user.py": user, "data.py": FACTORY}
+    facts = project_facts(tmp_path, files, "helpers.py")
+    assert facts.loaders == []
+    assert facts.source.analysis(TrainingAnalysis).exported_training_sources() == []
+    assert parsed == []
+
+
+def test_an_importer_that_calls_the_factory_by_a_re_exported_alias_is_still_asked(tmp_path, parsed):
+    files = {
+        "pkg/__init__.py": "from .data import build_loader as make_loader\n",
+        "pkg/data.py": FACTORY,
+        "train.py": TRAIN.replace("from data import build_loader", "from pkg import make_loader").replace(
+            "build_loader(dataset)", "make_loader(dataset)"
+        ),
+    }
+    facts = project_facts(tmp_path, files, "pkg/data.py")
+    uses = facts.loader_uses(_factory_loader(facts))
+    assert [use.path.endswith("train.py") for use in uses] == [True]
+    assert "train.py" in parsed
+
+
+def test_a_loop_function_asks_only_the_importers_that_call_it(tmp_path, parsed):
+    engine = """
+        def train_one_epoch(model, optimizer, loader):
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+
+        def evaluate(model, loader):
+            return sum(model(x).sum() for x, _ in loader)
+    """
+    caller = """
+        from torch.utils.data import DataLoader
+        from engine import train_one_epoch
+
+        def main(model, optimizer, dataset):
+            loader = DataLoader(dataset)
+            for epoch in range(3):
+                train_one_epoch(model, optimizer, loader)
+    """
+    other = "from engine import evaluate\n\ndef check(model, loader):\n    return evaluate(model, loader)\n"
+    files = {"engine.py": engine, "main.py": caller, "other.py": other}
+    facts = project_facts(tmp_path, files, "engine.py")
+    (loop,) = facts.training_loops
+    assert len(facts.source.analysis(TrainingAnalysis).loaders_of_loop(loop)) == 1
+    assert "main.py" in parsed
+    assert "other.py" not in parsed
+
+
+def test_may_name_follows_aliases_through_a_chain_of_re_exports(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "a.py").write_text("def build():\n    pass\n")
+    (tmp_path / "b.py").write_text("from a import build as make\n")
+    (tmp_path / "c.py").write_text("from b import make as create\ncreate()\n")
+    (tmp_path / "d.py").write_text("import a\nprint(a)\n")
+    (tmp_path / "e.py").write_text("import a  # we build it elsewhere\n")
+    project = Project(tmp_path)
+    assert project.may_name(tmp_path / "c.py", {"build"})
+    assert not project.may_name(tmp_path / "d.py", {"build"})
+    assert project.may_name(
+        tmp_path / "e.py", {"build"}
+    )  # the text, comments too: a cheap over-approximation
+
+
+def test_may_name_reads_the_registered_text_of_a_checked_file(tmp_path):
+    import libcst as cst
+
+    from torchlint.facts import SourceModule
+
+    files = {"data.py": FACTORY, "train.py": "import data\n"}
+    project = project_facts(tmp_path, files, "data.py").source.project
+    train = tmp_path / "train.py"
+    assert not project.may_name(train, {"build_loader"})
+    buffer = "import data\nloader = data.build_loader(ds)\n"  # an editor's unsaved text
+    project.register(train, SourceModule("train.py", buffer, cst.parse_module(buffer), project, train))
+    assert project.may_name(train, {"build_loader"})
+
+
+def test_the_import_scan_finds_imports_wherever_statements_hold_them():
+    source = textwrap.dedent(
+        """
+        import a
+        try:
+            import b
+        except ImportError:
+            from c import d
+        else:
+            import e
+        finally:
+            import f
+        def g():
+            import h
+            class I:
+                from j import k
+        if x:
+            import l
+        while y:
+            import m
+        with n:
+            import o
+        match p:
+            case 1:
+                import q
+        for r in s:
+            pass
+        else:
+            import t
+        lambda: __import__("u")
+        """
+    )
+    tree = ast.parse(source)
+    expected = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    found = list(_import_statements(tree))
+    assert sorted(map(id, found)) == sorted(map(id, expected))
+    assert len(found) == 12
+
+
+def test_only_files_the_scan_read_are_ruled_out(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "broken.py").write_text("def (:\n")
+    project = Project(tmp_path)
+    assert project.may_name(Path(tmp_path / "broken.py"), {"anything"})
