@@ -54,7 +54,7 @@ CASES = [
         "speed",
         1.3,
     ),
-    Case("checkpoint_transformer", "fixtures/checkpoint_transformer/train.py", "TL4", (), "memory"),
+    Case("checkpoint_transformer", "fixtures/checkpoint_transformer/train.py", "TL4", ("30",), "memory"),
 ]
 
 

@@ -376,6 +376,10 @@ def test_checkpointing_that_saves_no_memory_and_costs_time_is_worse():
     assert _decided(_fix("TL401"), 14 * 2**20, 14 * 2**20) == ("slower", 1, "tight")
 
 
+def test_checkpointing_whose_step_memory_was_not_measured_is_inconclusive_not_worse():
+    assert _decided(_fix("TL401"), 14 * 2**20, 0) == ("inconclusive", 0, "tight")
+
+
 def test_a_fix_that_is_not_checkpointing_is_judged_on_its_time_whatever_the_memory():
     assert _decided(_fix("TL201"), 14 * 2**20, 4 * 2**20) == ("slower", 1, "loose")
 

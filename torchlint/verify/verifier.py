@@ -290,6 +290,13 @@ def _decide(report: VerifyReport) -> None:
         elif compare.trades_time_for_memory(arm.variant.codes) and arm.memory.verdict == "less":
             # What checkpointing is for; its cost in time is in the speed column.
             arm.verdict = "less memory"
+        elif compare.trades_time_for_memory(arm.variant.codes) and arm.memory.verdict == "unknown":
+            # Its time is not the question, and what it saves was not measured.
+            arm.verdict = "inconclusive"
+            report.notes.append(
+                f"{arm.variant.name}: a checkpointing fix, but no step was profiled in both runs to measure "
+                "its step memory: give the script enough steps for --warmup + 3, or lower --warmup"
+            )
         elif arm.speed.verdict == "slower" and report.busy and report.options.repeat == 1:
             # One run each on a machine busy with other work: a drift of its load looks like a slowdown.
             arm.verdict = "inconclusive"
