@@ -195,3 +195,20 @@ def test_only_files_the_scan_read_are_ruled_out(tmp_path):
     (tmp_path / "broken.py").write_text("def (:\n")
     project = Project(tmp_path)
     assert project.may_name(Path(tmp_path / "broken.py"), {"anything"})
+
+
+def test_a_context_parameter_outside_any_loop_or_backward_asks_no_importer(tmp_path, parsed):
+    # A library's `with lock:` / `with mode:`: what callers pass cannot change a precision answer there,
+    # so the project's importers are neither scanned nor built (in torch's own sources that was most of
+    # a run). The same `with` around a loop still asks them.
+    library = "def guarded(lock, fn):\n    with lock:\n        return fn()\n"
+    user = "import torch\nfrom library import guarded\nguarded(torch.autocast('cuda'), print)\n"
+    files = {"library.py": library, "user.py": user}
+    facts = project_facts(tmp_path, files, "library.py")
+    assert facts.autocast_regions == []
+    assert parsed == []
+    looping = "def train(ctx, steps):\n    for step in steps:\n        with ctx:\n            step()\n"
+    trainer = "import torch\nfrom library import train\ntrain(torch.autocast('cuda'), [])\n"
+    facts = project_facts(tmp_path, {"library.py": looping, "user.py": trainer}, "library.py")
+    assert len(facts.autocast_regions) == 1
+    assert "user.py" in parsed

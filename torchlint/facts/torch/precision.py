@@ -277,7 +277,7 @@ class PrecisionAnalysis:
         for item, node in self._with_items.values():
             expr = item.item
             name = expr.func if isinstance(expr, cst.Call) and not expr.args else expr
-            if not isinstance(name, cst.Name):
+            if not isinstance(name, cst.Name) or not self._region_may_matter(node):
                 continue
             function = self._function_around(node, name.value)
             if function is None:
@@ -292,6 +292,18 @@ class PrecisionAnalysis:
                 self._passing_modules.setdefault(id(site), []).append(module)
                 break
         return found
+
+    def _region_may_matter(self, node: cst.With) -> bool:
+        """Whether a region opened by `node` could change an answer: it sits in a loop (TL302 looks in
+        training loops) or holds a backward call (TL305). Asking the callers of other files what they pass
+        scans the project's imports and builds its importers' facts; in a library (torch's own sources,
+        where `with ctx:` is a lock or a tracing mode) that was most of a run's time."""
+        if any(contains(loop.node, node) for loop in self.source.loops):
+            return True
+        return any(
+            isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+            for call in calls_in(node.body)
+        )
 
     @cached_property
     def _passing_modules(self) -> dict[int, list[SourceModule]]:
