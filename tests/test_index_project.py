@@ -212,3 +212,34 @@ def test_a_context_parameter_outside_any_loop_or_backward_asks_no_importer(tmp_p
     facts = project_facts(tmp_path, {"library.py": looping, "user.py": trainer}, "library.py")
     assert len(facts.autocast_regions) == 1
     assert "user.py" in parsed
+
+
+
+def test_a_whole_run_parses_each_file_once_and_reports_as_a_check_of_it_alone(tmp_path, monkeypatch):
+    """data.py's check asks train.py, which trains with its factory's loader, and so builds train.py's facts;
+    train.py's own check then reuses them instead of parsing and analysing it again, and finds what a check
+    of train.py alone finds."""
+    import libcst
+
+    from torchlint.api import RunOptions, run
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    train = textwrap.dedent(TRAIN).replace("    for epoch", "    model.cuda()\n    for epoch")
+    (tmp_path / "train.py").write_text(train)
+    (tmp_path / "data.py").write_text(textwrap.dedent(FACTORY))
+    monkeypatch.chdir(tmp_path)
+    parsed_texts: list[str] = []
+    original = libcst.parse_module
+
+    def counting(text, *args, **kwargs):
+        parsed_texts.append(text)
+        return original(text, *args, **kwargs)
+
+    monkeypatch.setattr(libcst, "parse_module", counting)
+    # Files are checked in name order: data.py, then train.py.
+    both = run(RunOptions([tmp_path], cache=False, jobs=1))
+    assert sorted(parsed_texts) == sorted([textwrap.dedent(FACTORY), train])
+    alone = run(RunOptions([tmp_path / "train.py"], cache=False, jobs=1))
+    found = [(d.code, d.location.line) for d in both.diagnostics if d.path == "train.py"]
+    assert found == [(d.code, d.location.line) for d in alone.diagnostics]
+    assert ("TL301", 8) in found

@@ -121,18 +121,20 @@ class Linter:
             pass  # no selected rule could fire on this text: the syntax check above was all it needed
         else:
             self.parsed += 1
-            try:
-                module = (self.parse or cst.parse_module)(text)
-            except (cst.ParserSyntaxError, RecursionError) as error:
-                # Valid for CPython but not for LibCST: counted like a syntax error, never skipped silently.
-                message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
-                diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
-                found = [diagnostic] if "TL001" in enabled else []
-                return _finish(found, text, None)
             file = Path(path)
             if in_project is None:
                 in_project = self.fs.is_file(file)
-            facts = self.facts_of(path, text, module, file if in_project else None)
+            facts = self._built_facts(path, text, file) if in_project else None
+            if facts is None:
+                try:
+                    module = (self.parse or cst.parse_module)(text)
+                except (cst.ParserSyntaxError, RecursionError) as error:
+                    # Valid for CPython but not for LibCST: counted like a syntax error, never skipped.
+                    message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
+                    diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
+                    found = [diagnostic] if "TL001" in enabled else []
+                    return _finish(found, text, None)
+                facts = self.facts_of(path, text, module, file if in_project else None)
             for rule in rules:
                 try:
                     found.extend(rule.check(facts))
@@ -152,6 +154,22 @@ class Linter:
         if project is not None and file is not None:
             project.register(file, source)
         return ModuleFacts(source)
+
+    def _built_facts(self, path: str, text: str, file: Path) -> ModuleFacts | None:
+        """The facts of a file this run already built from disk as another file's dependency (the text
+        being checked is the same): in a whole-tree run most files are asked about before their turn, and
+        a second LibCST parse and analysis of them would give the same answers. Not for a parse of the
+        caller's own (the Language Server's incremental one)."""
+        from torchlint.facts import ModuleFacts
+
+        if self.parse is not None:
+            return None
+        project = self.project_for(file)
+        built = project.built_from_disk(file, path, text)
+        if built is None:
+            return None
+        project.register(file, built)
+        return ModuleFacts(built)
 
     def fix_text(
         self, path: str, text: str, settings: Settings, unsafe: bool, *, in_project: bool | None = None

@@ -53,6 +53,7 @@ class Project:
         self.summaries = summaries  # None: every scan parses every file
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
+        self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
         self._importers: dict[Path, set[Path]] | None = None
         self._texts: dict[Path, bytes] = {}  # what the import scan read: asked again by `may_name`
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
@@ -127,7 +128,20 @@ class Project:
 
     def register(self, path: Path, facts: SourceModule) -> None:
         """The checked file's facts, so that other files' questions about it see the text being checked."""
-        self._facts[path.resolve()] = facts
+        path = path.resolve()
+        self._facts[path] = facts
+        self._checked.add(path)
+
+    def built_from_disk(self, path: Path, display: str, text: str) -> SourceModule | None:
+        """The facts this run already built for `path` as another file's dependency, when checking `text`
+        as `display` would build the same ones: the file is then not parsed and analysed a second time."""
+        path = path.resolve()
+        if path in self._checked:
+            return None
+        built = self._facts.get(path)
+        if built is None or built.text != text or built.path != display:
+            return None
+        return built
 
     def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         path = path.resolve()
