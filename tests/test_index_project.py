@@ -214,7 +214,6 @@ def test_a_context_parameter_outside_any_loop_or_backward_asks_no_importer(tmp_p
     assert "user.py" in parsed
 
 
-
 def test_a_whole_run_parses_each_file_once_and_reports_as_a_check_of_it_alone(tmp_path, monkeypatch):
     """data.py's check asks train.py, which trains with its factory's loader, and so builds train.py's facts;
     train.py's own check then reuses them instead of parsing and analysing it again, and finds what a check
