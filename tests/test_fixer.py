@@ -724,3 +724,29 @@ def test_a_keyword_added_to_a_call_follows_the_call_s_own_layout(call, fixed):
     )
     result = Linter().fix_text("example.py", source, settings(select=("TL202",)), True)
     assert result.text == source.replace(call, fixed)
+
+
+def test_a_one_line_replacement_is_edited_on_its_line_as_the_whole_statement_would_be(monkeypatch):
+    """`replace_node` on a callee inside a long function edits its line of text: the same edit as
+    rendering the statement before and after, which it no longer does."""
+    import libcst as cst
+
+    import torchlint.fix.build as build
+    from torchlint.facts.syntax.module import SourceModule
+
+    text = "def train(model):\n" + "    model.step()\n" * 300 + "    torch.cuda.amp.autocast(x)  # keep\n"
+    source = SourceModule("train.py", text, cst.parse_module(text))
+    old = cst.ensure_type(
+        cst.ensure_type(source.module.body[0].body.body[-1], cst.SimpleStatementLine).body[0], cst.Expr
+    ).value.func
+    new = cst.parse_expression("torch.amp.autocast")
+    rendered: list[cst.CSTNode] = []
+    monkeypatch.setattr(build, "_body_code", lambda source, statement: rendered.append(statement) or "")
+    edit = build.replace_node(source, old, new)
+    start = text.index("cuda.amp")
+    assert (edit.start, edit.end, edit.content) == (start, start + len("cuda."), "")
+    assert rendered == []
+    monkeypatch.undo()
+    assert build.replace_node(source, old, cst.parse_expression("amp.autocast")) == build.minimal_edit(
+        text.index("torch.cuda"), "torch.cuda.amp.autocast", "amp.autocast"
+    )

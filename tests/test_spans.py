@@ -69,3 +69,32 @@ def test_a_statement_that_is_not_where_ast_says_is_answered_from_the_whole_modul
     call = module.body[1].body[0].value
     assert spans.span(call) == (10, 14)
     assert spans._located(1) is None
+
+
+LONG_FUNCTION = (
+    "import torch\n\n\ndef train(model, loader):\n"
+    + "".join(f"    x{i} = model(x{i - 1}, step={i})\n" for i in range(1, 200))
+    + "    with torch.cuda.amp.autocast():\n        loss = model(x199)\n"
+)
+
+
+def test_a_one_line_expression_is_found_by_its_text_without_rendering_its_statement(monkeypatch):
+    """A finding's callee inside a long training function: its one occurrence in the statement's text is
+    where it is, the same offsets as PositionProvider's, with no statement rendered for positions."""
+    module = cst.parse_module(LONG_FUNCTION)
+    spans = Spans(LONG_FUNCTION, module, LineIndex(LONG_FUNCTION))
+    monkeypatch.setattr(Spans, "_locate", lambda self, index: pytest.fail("rendered the statement"))
+    (with_item,) = [
+        node for node in _nodes(module) if isinstance(node, cst.Attribute) and node.attr.value == "autocast"
+    ]
+    start = LONG_FUNCTION.index("torch.cuda.amp.autocast")
+    assert spans.span(with_item) == (start, start + len("torch.cuda.amp.autocast"))
+
+
+def test_an_expression_written_twice_in_its_statement_is_located_by_rendering_it():
+    text = "def f(model):\n    a = model(x)\n    b = model(x)\n"
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    calls = [node for node in _nodes(module) if isinstance(node, cst.Call)]
+    assert [spans.one_line_span(call) for call in calls] == [None, None]
+    assert sorted(spans.span(call) for call in calls) == [(22, 30), (39, 47)]

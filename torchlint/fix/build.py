@@ -329,6 +329,9 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
     quotes = _fstring_quotes_around(statement, old)
     if quotes:
         new = _requoted(new, quotes)
+    in_line = _replace_in_line(source, old, new)
+    if in_line is not None:
+        return in_line
     start = source.statement_start(statement)
     before = _body_code(source, statement)
     after = _body_code(source, statement.deep_replace(old, new))
@@ -343,6 +346,28 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
             raise EditError(f"cannot map {type(old).__name__} onto the source text")
         before, after = before[: -len(newline)], after[: -len(newline)]
     return minimal_edit(start, before, after)
+
+
+def _replace_in_line(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit | None:
+    """The edit of a one-line expression replaced by one-line code, made on its line of text: the same
+    edit as rendering the whole statement before and after (the rest of it renders as it is written, and
+    the trimmed edit cannot reach past a line break that neither side has), without rendering a training
+    function of hundreds of lines twice."""
+    span = source.one_line_span(old)
+    if span is None:
+        return None
+    code = source.code(new)
+    if "\n" in code or "\r" in code:
+        return None
+    start, end = span
+    text = source.text
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end + 1
+    if code == text[start:end]:
+        return None  # nothing changes: where the empty edit sits is the statement's business
+    before = text[line_start:line_end]
+    return minimal_edit(line_start, before, text[line_start:start] + code + text[end:line_end])
 
 
 def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str]:

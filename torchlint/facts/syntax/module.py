@@ -526,6 +526,10 @@ class SourceModule:
         """Offsets of a node's own text (no surrounding whitespace) in the decoded source."""
         return self._spans.span(node)
 
+    def one_line_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """`span` of a one-line expression found by its text alone (None: that cannot tell where it is)."""
+        return self._spans.one_line_span(node)
+
     def statement_start(self, statement: cst.CSTNode) -> int:
         """Where a statement's text begins: its first decorator, if it has any (LibCST starts at `def`)."""
         decorators = getattr(statement, "decorators", ())

@@ -10,8 +10,10 @@ editor. Positions are only asked for a few nodes (the findings, the statements t
 - where that statement's own text starts: from CPython's parser (`ast`), which gives each module-level
   statement its first line (of its first decorator), and a module-level statement starts its line. ast's
   statements are paired with LibCST's (several on one line, `a = 1; b = 2`, are one LibCST line);
-- the node's position inside the statement: PositionProvider over a module holding that statement alone
-  (a few ms), shifted to where the statement is in the text.
+- the node's position inside the statement: for a one-line expression (a finding's callee), the one place
+  in the statement's text where the node's own rendering occurs; otherwise, or when it occurs more than
+  once, PositionProvider over a module holding that statement alone (a few ms, but as much as the whole
+  module for a long training function), shifted to where the statement is in the text.
 
 Each step checks itself: a statement whose text is not where ast says (a pairing that does not hold), or a
 node outside the index, is answered by the whole-module PositionProvider, as before. The answers are the
@@ -37,6 +39,9 @@ class Spans:
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a node's own text (no surrounding whitespace) in the text."""
+        found = self.one_line_span(node)
+        if found is not None:
+            return found
         index = self.statement_index(node)
         located = self._located(index) if index is not None else None
         if located is None:
@@ -47,6 +52,28 @@ class Spans:
             base + lines.offset(code_range.start.line, code_range.start.column),
             base + lines.offset(code_range.end.line, code_range.end.column),
         )
+
+    def one_line_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """A one-line expression without parentheses of its own is written in the text exactly as LibCST
+        renders it alone (its code does not depend on the indentation around it), so when that rendering
+        occurs once in its top-level statement's text, that is where the node is. A finding sits on a
+        callee (`torch.cuda.amp.autocast`): this costs a string search, where rendering the statement with
+        positions costs as much as the whole module when the statement is a long training function."""
+        if not isinstance(node, cst.BaseExpression) or getattr(node, "lpar", ()):
+            return None
+        index = self.statement_index(node)
+        starts = self._starts
+        if index is None or starts is None:
+            return None
+        code = self.module.code_for_node(node)
+        if not code or "\n" in code or "\r" in code:
+            return None
+        low = starts[index]
+        high = starts[index + 1] if index + 1 < len(starts) else len(self.text)
+        first = self.text.find(code, low, high)
+        if first < 0 or self.text.find(code, first + 1, high) >= 0:
+            return None
+        return first, first + len(code)
 
     def statement_index(self, node: cst.CSTNode) -> int | None:
         """The index in `module.body` of the top-level statement holding `node` (None: not a node of it)."""
