@@ -242,3 +242,27 @@ def test_a_whole_run_parses_each_file_once_and_reports_as_a_check_of_it_alone(tm
     found = [(d.code, d.location.line) for d in both.diagnostics if d.path == "train.py"]
     assert found == [(d.code, d.location.line) for d in alone.diagnostics]
     assert ("TL301", 8) in found
+
+
+def test_files_the_import_scan_parsed_are_not_parsed_again_for_syntax_errors(tmp_path, monkeypatch):
+    """The first check's cross-file questions scan every file with CPython's parser; the files checked
+    after it skip their own syntax check, and a file with a syntax error still reports TL001."""
+    import torchlint.linter
+    from torchlint.api import RunOptions, run
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "data.py").write_text(textwrap.dedent(FACTORY))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    (tmp_path / "zbroken.py").write_text("from data import build_loader\ndef f(:\n")
+    monkeypatch.chdir(tmp_path)
+    asked: list[str] = []
+    original = torchlint.linter._syntax_error
+
+    def recording(path, text):
+        asked.append(path)
+        return original(path, text)
+
+    monkeypatch.setattr(torchlint.linter, "_syntax_error", recording)
+    outcome = run(RunOptions([tmp_path], cache=False, jobs=1))
+    assert asked == ["data.py", "zbroken.py"]  # data.py's check scanned train.py; zbroken.py did not parse
+    assert [(d.path, d.code) for d in outcome.diagnostics if d.code == "TL001"] == [("zbroken.py", "TL001")]

@@ -114,7 +114,7 @@ class Linter:
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
         found: list[Diagnostic] = []
-        syntax_error = _syntax_error(path, text)
+        syntax_error = None if self._scanned(path, text, in_project) else _syntax_error(path, text)
         if syntax_error is not None:
             found = [syntax_error] if "TL001" in enabled else []
         elif self.prefilter and not any(rule.could_fire(text) for rule in rules if rule.code[2] != "0"):
@@ -143,6 +143,15 @@ class Linter:
         if syntax_error is not None:
             return _finish(found, text, None)  # no rule ran: every noqa would look unused
         return _finish(found, text, (path, enabled, list(self.rule_classes)))
+
+    def _scanned(self, path: str, text: str, in_project: bool | None) -> bool:
+        """The project's import scan already parsed this very text with CPython's parser (in a whole-tree
+        run, the first file's cross-file questions scan every file): no syntax error to look for."""
+        if in_project is False or not self._projects:
+            return False
+        file = Path(path)
+        project = self._projects.get(self.root_of(file.resolve().parent))
+        return project is not None and project.parses(file, text)
 
     def facts_of(self, path: str, text: str, module: cst.Module, file: Path | None) -> ModuleFacts:
         """The facts of a checked module; with `file`, linked to its project (whose other files' questions

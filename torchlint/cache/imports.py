@@ -3,13 +3,15 @@
 Answering "who imports this file?" parses every file of the project with `ast` — most of a one-file check
 after an edit, in a project of hundreds of files. The import statements of a file depend on its bytes
 alone, so they are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed by the
-hash of each file's content and by torchlint's own code. An entry holds only the files of the last scan:
-edits never make it grow. Resolving the names to files is not cached (it depends on which files exist).
+hash of each file's content and by torchlint's own code. An entry holds only the current contents of the
+project's files: edits never make it grow. Resolving the names to files is not cached (it depends on
+which files exist).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from torchlint.cache.digest import code_digest, content_hash
@@ -40,11 +42,15 @@ class ImportsCache:
         self._used[content_hash(data)] = imports
         self._changed = True
 
-    def save(self) -> None:
-        """Write what this scan used, when anything was new or something stored was not used."""
-        if self._changed or len(self._used) != len(self._entries()):
-            write_entry(self.folder, self.name, {"code": code_digest(), "files": self._used})
-            self._stored, self._changed = dict(self._used), False
+    def save(self, present: Iterable[bytes]) -> None:
+        """Write what earlier runs and this one found, for the files whose bytes are `present` (a scan
+        parses only the files that could answer its question: what it did not use is kept while its file
+        is unchanged, and dropped once it is not), when anything was new or dropped."""
+        live = {content_hash(data) for data in present}
+        kept = {key: value for key, value in {**self._entries(), **self._used}.items() if key in live}
+        if self._changed or len(kept) != len(self._entries()):
+            write_entry(self.folder, self.name, {"code": code_digest(), "files": kept})
+            self._stored, self._changed = kept, False
 
     def _entries(self) -> dict[str, Imports]:
         if self._stored is None:

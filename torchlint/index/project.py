@@ -15,8 +15,10 @@ files that really use it, not every file that imports it.
 from __future__ import annotations
 
 import ast
+import functools
+import re
 import warnings
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,7 +43,8 @@ class ImportSummaries(Protocol):
 
     def put(self, data: bytes, imports: tuple[list[str], list[list[str]]]) -> None: ...
 
-    def save(self) -> None: ...
+    def save(self, present: Iterable[bytes]) -> None:
+        """Keep what earlier runs and this one found, for the files whose bytes are `present` now."""
 
 
 class Project:
@@ -54,9 +57,12 @@ class Project:
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
-        self._importers: dict[Path, set[Path]] | None = None
-        self._texts: dict[Path, bytes] = {}  # what the import scan read: asked again by `may_name`
+        self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
+        self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
+        self._scanned: dict[Path, tuple[list[str], list[list[str]]] | None] = {}  # file -> its imports
+        self._texts: dict[Path, bytes] = {}  # the files the scan parsed, by their bytes (`parses`)
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
+        self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._files: list[Path] | None = None
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
@@ -170,48 +176,95 @@ class Project:
         (`from .loaders import build as build_loader` in a package's `__init__.py`). A call resolves by the
         names written in the calling file, so this is a necessary condition, checked before building that
         file's facts (which cost a LibCST parse, and what the analysis of them asks in turn)."""
-        if self._importers is None:
-            self._importers = self._scan_imports()
-        wanted = _with_aliases(set(names), self._aliases)
-        registered = self._facts.get(path.resolve())
+        path = path.resolve()
+        wanted = self._with_aliases(set(names))
+        registered = self._facts.get(path)
         if registered is not None:  # the text being checked (an editor's buffer), not the one on disk
             return any(name in registered.text for name in wanted)
-        data = self._texts.get(path.resolve())
-        if data is None:
-            return True  # not read by the scan: nothing known, so it may
+        data = self._project_bytes().get(path)
+        if data is None or self._imports(path, data) is None:
+            return True  # not a project file CPython parses: nothing known, so it may
         return any(not name.isascii() or name.encode() in data for name in wanted)
 
-    def importers_of(self, path: Path) -> list[Path]:
-        self._depends.setdefault(path.resolve(), set()).add(ALL_FILES)
-        if self._importers is None:
-            self._importers = self._scan_imports()
-        return sorted(self._importers.get(path.resolve(), ()))
+    def parses(self, path: Path, text: str) -> bool:
+        """Whether the import scan of this run found `text` (the file's UTF-8 bytes) to be valid Python:
+        then a check of it need not ask CPython's parser again for TL001."""
+        data = self._texts.get(path.resolve())
+        return data is not None and data == text.encode("utf-8", "surrogatepass")
 
-    def _scan_imports(self) -> dict[Path, set[Path]]:
-        importers: dict[Path, set[Path]] = {}
-        for file in self._python_files():
-            try:
-                data = self.fs.read_bytes(file)
-            except OSError:
-                continue
+    def importers_of(self, path: Path) -> list[Path]:
+        """The project files whose imports resolve to `path`. Only the files whose bytes could write such
+        an import are parsed (each once per run, and remembered between runs by content): its module's
+        name, or, for a package's `__init__.py`, a bare relative `from . import`."""
+        path = path.resolve()
+        self._depends.setdefault(path, set()).add(ALL_FILES)
+        if path not in self._importers:
+            found = set()
+            for file, data in self._project_bytes().items():
+                if file == path or not _may_import(data, path):
+                    continue
+                imports = self._imports(file, data)
+                if imports is not None and any(self.module_file(file, name) == path for name in imports[0]):
+                    found.add(file)
+            self._importers[path] = sorted(found)
+            self._save_summaries()
+        return list(self._importers[path])
+
+    def _with_aliases(self, names: set[str]) -> set[str]:
+        """`names` and every name an import gives one of them, also through a chain of re-exports."""
+        todo = list(names)
+        while todo:
+            for alias in self._aliases_of(todo.pop()):
+                if alias not in names:
+                    names.add(alias)
+                    todo.append(alias)
+        return names
+
+    def _aliases_of(self, name: str) -> set[str]:
+        """What the project's `import ... as` statements call `name` (read from the files that could)."""
+        if name not in self._aliases:
+            found: set[str] = set()
+            word = _word(name.encode()) if name.isascii() else None
+            for file, data in self._project_bytes().items():
+                if word is not None and not word.search(data) or not _AS.search(data):
+                    continue
+                imports = self._imports(file, data)
+                if imports is not None:
+                    found.update(asname for imported, asname in imports[1] if imported == name)
+            self._aliases[name] = found
+            self._save_summaries()
+        return self._aliases[name]
+
+    def _imports(self, file: Path, data: bytes) -> tuple[list[str], list[list[str]]] | None:
+        """A file's import names and aliases (None: CPython does not parse it), parsed once per run."""
+        if file not in self._scanned:
             found = self.summaries.get(data) if self.summaries is not None else None
             if found is None:
                 found = _imports_of(data)
-                if found is None:
-                    continue  # not Python that CPython parses: it imports nothing anyone can see
-                if self.summaries is not None:
+                if found is not None and self.summaries is not None:
                     self.summaries.put(data, found)
-            self._texts[file] = data
-            names, aliases = found
-            for name, asname in aliases:
-                self._aliases.setdefault(name, set()).add(asname)
-            for name in names:
-                target = self.module_file(file, name)
-                if target is not None and target != file:
-                    importers.setdefault(target, set()).add(file)
-        if self.summaries is not None:
-            self.summaries.save()
-        return importers
+                    self._unsaved = True
+            if found is not None:
+                self._texts[file] = data
+            self._scanned[file] = found
+        return self._scanned[file]
+
+    def _save_summaries(self) -> None:
+        """After each question: the first of a run also drops what no current file holds any longer."""
+        if self.summaries is not None and self._unsaved is not False:
+            self.summaries.save(self._project_bytes().values())
+            self._unsaved = False
+
+    def _project_bytes(self) -> dict[Path, bytes]:
+        """Every readable project file's bytes, read once per run."""
+        if self._bytes is None:
+            self._bytes = {}
+            for file in self._python_files():
+                try:
+                    self._bytes[file] = self.fs.read_bytes(file)
+                except OSError:
+                    continue
+        return self._bytes
 
     def _python_files(self) -> list[Path]:
         if self._files is not None:
@@ -237,6 +290,28 @@ class Project:
             folders[:0] = subfolders  # depth first, in name order
         self._files = found
         return found
+
+
+_AS = re.compile(rb"[\s\\]as[\s\\]")  # `name as alias`, also across a backslash continuation
+_BARE_RELATIVE = re.compile(rb"from[\s\\]*\.+[\s\\]*import")  # `from . import x` imports `__init__.py`
+
+
+def _may_import(data: bytes, target: Path) -> bool:
+    """False only when no import in `data` can resolve to `target`: every module name an import writes that
+    resolves to `x.py` or `x/__init__.py` ends in `x`, except a bare relative `from . import y`, which
+    resolves to its package's `__init__.py`."""
+    package = target.name == "__init__.py"
+    stem = target.parent.name if package else target.stem
+    if not stem.isascii() or _word(stem.encode()).search(data):
+        return True
+    return package and _BARE_RELATIVE.search(data) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _word(name: bytes) -> re.Pattern[bytes]:
+    """`name` as a whole word (`train`, not `pretrained`): an import writes a module's name between dots,
+    spaces, commas or brackets."""
+    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name) + rb"(?![A-Za-z0-9_])")
 
 
 def _imports_of(data: bytes) -> tuple[list[str], list[list[str]]] | None:
@@ -276,17 +351,6 @@ def _import_statements(tree: ast.Module):
                     yield item
                 elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
                     todo.append(item)
-
-
-def _with_aliases(names: set[str], aliases: dict[str, set[str]]) -> set[str]:
-    """`names` and every name an import gives one of them, also through a chain of re-exports."""
-    todo = list(names)
-    while todo:
-        for alias in aliases.get(todo.pop(), ()):
-            if alias not in names:
-                names.add(alias)
-                todo.append(alias)
-    return names
 
 
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
