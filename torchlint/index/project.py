@@ -224,9 +224,11 @@ class Project:
         """What the project's `import ... as` statements call `name` (read from the files that could)."""
         if name not in self._aliases:
             found: set[str] = set()
-            word = _word(name.encode()) if name.isascii() else None
+            needle = name.encode() if name.isascii() else None
             for file, data in self._project_bytes().items():
-                if word is not None and not word.search(data) or not _AS.search(data):
+                if needle is not None and (needle not in data or not _word(needle).search(data)):
+                    continue
+                if not _AS.search(data):
                     continue
                 imports = self._imports(file, data)
                 if imports is not None:
@@ -302,9 +304,12 @@ def _may_import(data: bytes, target: Path) -> bool:
     resolves to its package's `__init__.py`."""
     package = target.name == "__init__.py"
     stem = target.parent.name if package else target.stem
-    if not stem.isascii() or _word(stem.encode()).search(data):
+    if not stem.isascii():
         return True
-    return package and _BARE_RELATIVE.search(data) is not None
+    name = stem.encode()
+    if name in data and _word(name).search(data):  # `in` first: a plain search is many times faster
+        return True
+    return package and b"import" in data and _BARE_RELATIVE.search(data) is not None
 
 
 @functools.lru_cache(maxsize=256)
