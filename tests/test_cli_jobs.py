@@ -55,3 +55,30 @@ def test_a_small_tree_runs_in_one_process_by_default_and_jobs_forces_more(projec
     forced = CliRunner().invoke(main, ["--no-cache", "--show-phase2-count", "-j", "2", "."])
     assert forced.stderr.endswith(", 2 processes\n")
     assert forced.stdout == default.stdout
+
+
+def test_the_load_is_what_runs_now_when_the_minute_average_still_counts_a_finished_run(monkeypatch, tmp_path):
+    """The 1-minute average lags behind a run that just ended; the tasks runnable now (Linux's
+    /proc/loadavg, this process excluded) say the CPUs are idle, and the smaller of the two is the load."""
+    import builtins
+
+    import torchlint.api as api
+
+    monkeypatch.setattr(api.os, "getloadavg", lambda: (1.6, 1.2, 0.9))
+    real_open = builtins.open
+
+    def fake_proc(text):
+        def opening(path, *args, **kwargs):
+            if path == "/proc/loadavg":
+                (tmp_path / "loadavg").write_text(text)
+                return real_open(tmp_path / "loadavg", *args, **kwargs)
+            return real_open(path, *args, **kwargs)
+
+        return opening
+
+    monkeypatch.setattr(builtins, "open", fake_proc("1.60 1.20 0.90 1/312 4242\n"))
+    assert api._load() == 0.0  # only this process runs: both CPUs are idle
+    monkeypatch.setattr(builtins, "open", fake_proc("1.60 1.20 0.90 6/312 4242\n"))
+    assert api._load() == 1.6  # five others run now: the average, the smaller
+    monkeypatch.setattr(builtins, "open", fake_proc("garbled\n"))
+    assert api._load() == 1.6
