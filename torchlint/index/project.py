@@ -60,6 +60,7 @@ class Project:
         self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
         self._scanned: dict[Path, tuple[list[str], list[list[str]]] | None] = {}  # file -> its imports
+        self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._texts: dict[Path, bytes] = {}  # the files the scan parsed, by their bytes (`parses`)
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
@@ -203,8 +204,7 @@ class Project:
             for file, data in self._project_bytes().items():
                 if file == path or not _may_import(data, path):
                     continue
-                imports = self._imports(file, data)
-                if imports is not None and any(self.module_file(file, name) == path for name in imports[0]):
+                if path in self._imported_files(file, data):
                     found.add(file)
             self._importers[path] = sorted(found)
             self._save_summaries()
@@ -236,6 +236,16 @@ class Project:
             self._aliases[name] = found
             self._save_summaries()
         return self._aliases[name]
+
+    def _imported_files(self, file: Path, data: bytes) -> set[Path]:
+        """The project files `file`'s imports resolve to, resolved once per run."""
+        found = self._resolved.get(file)
+        if found is None:
+            imports = self._imports(file, data)
+            names = imports[0] if imports is not None else []
+            targets = (self.module_file(file, name) for name in names)
+            found = self._resolved[file] = {target for target in targets if target is not None}
+        return found
 
     def _imports(self, file: Path, data: bytes) -> tuple[list[str], list[list[str]]] | None:
         """A file's import names and aliases (None: CPython does not parse it), parsed once per run."""
