@@ -47,6 +47,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "cache/results.py": {"ResultCache.load": "reads a result entry from the cache folder"},
     "cache/imports.py": {"ImportsCache._load": "reads the import scan's entry from the cache folder"},
+    "api.py": {"_load": "/proc/loadavg, how busy the CPUs are, to choose --jobs (never part of an answer)"},
     "cli.py": {
         "_report_stream": "writes the report to --output-file, after the run (never read by it)",
         "_refuse_a_mistyped_subcommand": "before any run: is the first word a path, or a mistyped command?",

@@ -163,8 +163,8 @@ def _load() -> float | None:
     """How many CPUs other work keeps busy: the 1-minute load average, or, where Linux tells it, the tasks
     runnable right now besides this one when they are fewer. The average lags: just after a previous run
     (the last commit's hook, the benchmark's previous command) it still counts that run as busy for a
-    minute, and a run deciding by it alone stayed in one process on an idle machine (timm: 32 s instead of
-    20 s with two)."""
+    minute, and a run deciding by it alone stayed in one process on an idle machine (timm: 33.6 s instead
+    of 23.7 s with two)."""
     try:
         average = os.getloadavg()[0]
     except (AttributeError, OSError):  # Windows

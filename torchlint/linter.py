@@ -145,8 +145,8 @@ class Linter:
         return _finish(found, text, (path, enabled, list(self.rule_classes)))
 
     def _scanned(self, path: str, text: str, in_project: bool | None) -> bool:
-        """The project's import scan already parsed this very text with CPython's parser (in a whole-tree
-        run, the first file's cross-file questions scan every file): no syntax error to look for."""
+        """The project's import scan already parsed this very text with CPython's parser (it reads the files
+        that may import the modules other files' questions are about): no syntax error to look for."""
         if in_project is False or not self._projects:
             return False
         file = Path(path)

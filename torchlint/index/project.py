@@ -5,8 +5,9 @@ of the file being checked sometimes need another file's. Imports resolve like Py
 folder: relative ones by package, absolute ones from the importing file's folder and then its ancestors up to
 the project root (the nearest folder with a pyproject.toml or .git). What does not resolve is unknown, never
 evidence. Other files' facts are built lazily, once per run, with the same analysis as checked files; the
-reverse question (who imports this file?) uses a cheap `ast` scan of the project's imports, made once (and
-remembered between runs by content hash, when the run has a cache: `ImportSummaries`). Building an
+reverse question (who imports this file?) reads every file's bytes and parses with `ast` only the files that
+could write such an import (each once per run, and remembered between runs by content hash when the run
+has a cache: `ImportSummaries`). Building an
 importer's facts costs a LibCST parse and whatever its analysis asks in turn, so questions about importers
 first ask `may_name`, a test on the importer's text: one file of a big project then costs that file and the
 files that really use it, not every file that imports it.
