@@ -16,7 +16,7 @@ from torchlint.workspace.fs import FileSystem
     "work, cpus, load, jobs",
     [
         (0, 8, 0.0, 1),
-        (WORK_PER_PROCESS - 1, 8, 0.0, 1),  # pytorch/examples (0.3 MB) and yolov5 (0.6 MB) stay in one
+        (WORK_PER_PROCESS - 1, 8, 0.0, 1),  # a pre-commit run on a few files, DiT or minGPT: one process
         (2 * WORK_PER_PROCESS, 8, 0.0, 2),
         (20 * WORK_PER_PROCESS, 8, 0.0, 8),
         (20 * WORK_PER_PROCESS, 8, 6.5, 2),  # a busy machine: only the idle CPUs

@@ -38,12 +38,14 @@ __all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "discovered
 
 # The default number of processes is chosen by the work a run has, not by its number of files: each worker
 # pays LibCST's and the rules' import (about half a second) and builds its own copy of the project's
-# cross-file facts, which the files it checks consult (about 1 CPU-second more in all on yolov5). So a run
-# stays in one process until the source that needs the LibCST analysis (the files the prefilter passes,
-# about 70-100 KB per CPU-second) amounts to WORK_PER_PROCESS bytes per process, and never starts more
-# processes than there are idle CPUs (by the load average): on a busy machine a second process only competes
-# with the first. Measured on a shared 2-core machine (README, "Speed and the cache").
-WORK_PER_PROCESS = 1_000_000
+# cross-file facts, which the files it checks consult (on yolov5, whose files all reach the same models,
+# nearly the whole run again). So a run stays in one process until the source that needs the LibCST
+# analysis (the files the prefilter passes, about 70-100 KB per CPU-second) amounts to WORK_PER_PROCESS
+# bytes per process, about two seconds of work, and never starts more processes than there are idle CPUs
+# (`_load`): on a busy machine a second process only competes with the first. Measured on an idle 2-core
+# machine: two processes took pytorch/examples from 4.2 to 2.2 s, timm from 29.9 to 19.6 s, and left
+# yolov5 where it was (README, "Speed and the cache"); the small trees (DiT, minGPT, detr) stay in one.
+WORK_PER_PROCESS = 150_000
 
 
 def replay(options: RunOptions) -> Outcome | None:
