@@ -62,7 +62,6 @@ class Project:
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
         self._scanned: dict[Path, tuple[list[str], list[list[str]]] | None] = {}  # file -> its imports
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
-        self._texts: dict[Path, bytes] = {}  # the files the scan parsed, by their bytes (`parses`)
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
         self._modules: dict[tuple[Path, str], Path | None] = {}
@@ -191,8 +190,10 @@ class Project:
     def parses(self, path: Path, text: str) -> bool:
         """Whether the import scan of this run found `text` (the file's UTF-8 bytes) to be valid Python:
         then a check of it need not ask CPython's parser again for TL001."""
-        data = self._texts.get(path.resolve())
-        return data is not None and data == text.encode("utf-8", "surrogatepass")
+        path = path.resolve()
+        if self._bytes is None or self._scanned.get(path) is None:
+            return False
+        return self._bytes.get(path) == text.encode("utf-8", "surrogatepass")
 
     def importers_of(self, path: Path) -> list[Path]:
         """The project files whose imports resolve to `path`. Only the files whose bytes could write such
@@ -257,8 +258,6 @@ class Project:
                 if found is not None and self.summaries is not None:
                     self.summaries.put(data, found)
                     self._unsaved = True
-            if found is not None:
-                self._texts[file] = data
             self._scanned[file] = found
         return self._scanned[file]
 
