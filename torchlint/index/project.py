@@ -226,11 +226,8 @@ class Project:
         """What the project's `import ... as` statements call `name` (read from the files that could)."""
         if name not in self._aliases:
             found: set[str] = set()
-            needle = name.encode() if name.isascii() else None
             for file, data in self._project_bytes().items():
-                if needle is not None and (needle not in data or not _word(needle).search(data)):
-                    continue
-                if not _AS.search(data):
+                if not _names(data, name) or not _AS.search(data):
                     continue
                 imports = self._imports(file, data)
                 if imports is not None:
@@ -313,19 +310,23 @@ def _may_import(data: bytes, target: Path) -> bool:
     resolves to `x.py` or `x/__init__.py` ends in `x`, except a bare relative `from . import y`, which
     resolves to its package's `__init__.py`."""
     package = target.name == "__init__.py"
-    stem = target.parent.name if package else target.stem
-    if not stem.isascii():
-        return True
-    name = stem.encode()
-    if name in data and _word(name).search(data):  # `in` first: a plain search is many times faster
+    if _names(data, target.parent.name if package else target.stem):
         return True
     return package and b"import" in data and _BARE_RELATIVE.search(data) is not None
 
 
+def _names(data: bytes, name: str) -> bool:
+    """False only when `data` does not hold `name` as a whole word (`train`, not `pretrained`): an import
+    writes a name between dots, spaces, commas or brackets. A name that is not ASCII may be encoded
+    otherwise in `data`: it may be there."""
+    if not name.isascii():
+        return True
+    needle = name.encode()
+    return needle in data and _word(needle).search(data) is not None  # `in` first: many times faster
+
+
 @functools.lru_cache(maxsize=256)
 def _word(name: bytes) -> re.Pattern[bytes]:
-    """`name` as a whole word (`train`, not `pretrained`): an import writes a module's name between dots,
-    spaces, commas or brackets."""
     return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name) + rb"(?![A-Za-z0-9_])")
 
 
