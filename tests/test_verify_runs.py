@@ -44,7 +44,7 @@ def test_a_safe_fix_is_verified_with_identical_losses_and_a_full_json_report():
     # and TL304's safe fix (torch.cuda.amp.GradScaler -> torch.amp.GradScaler).
     done, report = verify(
         "fixtures/verify_tiny/train.py", "--steps", "6", "--warmup", "2", "--select", "TL304", "--keep-logs",
-        "--", "--epochs", "3", "--batch-size", "32",
+        "--device", "cpu", "--", "--epochs", "3", "--batch-size", "32",
     )  # fmt: skip
     assert report is not None and report["schema"] == "torchlint-verify/1", done.stdout + done.stderr
     # A no-op fix on millisecond steps of a busy machine: the speed verdict is noise; only "slower" exits 1.

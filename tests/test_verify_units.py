@@ -419,3 +419,131 @@ def test_working_memory_is_the_peak_of_what_the_profiled_steps_allocated_net_of_
     )
     assert hooks.working_memory(profiler) == {"cpu_peak_bytes": 400, "cuda_peak_bytes": 1000}
     assert hooks.working_memory(SimpleNamespace()) is None
+
+
+def test_an_idle_gpu_points_at_compiling_unless_the_run_waits_for_data():
+    raw = {"memory": {}, "profile": {"wall_seconds": 0.1, "device_busy_ms": 2.0, "device_kernels": 3,
+                                     "tensor_core_kernels": 1}}  # fmt: skip
+    stats = _stats([0.1] * 3, device="cuda")
+    stats.data_wait_share = 0.0
+    idle = compare.runtime_findings(raw, stats, lambda f, line: [])
+    assert [(f.kind, f.message, f.codes) for f in idle] == [
+        ("utilisation", "the GPU is busy 2% of profiled time", ["TL101"])
+    ]
+    stats.data_wait_share = 0.9
+    waiting = compare.runtime_findings(raw, stats, lambda f, line: [])
+    assert [(f.kind, f.codes) for f in waiting] == [
+        ("data-wait", ["TL201", "TL203", "TL202"]),
+        ("utilisation", ["TL2"]),
+    ]
+
+
+def test_a_gpu_with_tensor_cores_that_ran_none_points_at_autocast():
+    raw = {"memory": {}, "device": {"type": "cuda", "capability": [9, 0]},
+           "profile": {"wall_seconds": 0.1, "device_busy_ms": 90.0, "device_kernels": 5, "tensor_core_kernels": 0}}  # fmt: skip
+    stats = _stats([0.1] * 3, device="cuda")
+    stats.data_wait_share = 0.0
+    found = compare.runtime_findings(raw, stats, lambda f, line: [])
+    assert [(f.kind, f.codes) for f in found] == [("tensor-cores", ["TL301"])]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "tensor_cores"),
+    [
+        # float32 without TF32 on an H200: cuBLAS's xmma GEMM multiplies with FFMA, CUTLASS's with SIMT.
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+            False,
+        ),  # noqa: E501
+        (
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)",
+            False,
+        ),  # noqa: E501
+        (
+            "void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*, float const*, int)",
+            False,
+        ),
+        # bfloat16 under autocast (the compiled fixture's GEMM on the same H200)
+        (
+            "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nn_align1>(cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nn_align1::Params)",
+            True,
+        ),  # noqa: E501
+        ("triton_poi_fused__to_copy_2", False),
+        # eager bfloat16 / float16 linears and convolutions, float32 with TF32, on the same H200 (CUDA 13)
+        ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", True),
+        ("nvjet_sm90_hsh_64x8_64x16_1x4_h_bz_bias_TNT", True),
+        (
+            "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize256x64x32_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn",
+            True,
+        ),  # noqa: E501
+        (
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+            True,
+        ),  # noqa: E501
+        (
+            "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x32x8_stage3_warpsize2x2x1_g1_ffma_aligna4_alignc4_execute_kernel__5x_cudnn",
+            False,
+        ),  # noqa: E501
+        (
+            "void cudnn::winograd_nonfused::winogradWgradData4x4<float, float>(cudnn::winograd_nonfused::WinogradDataParams<float, float>)",
+            False,
+        ),  # noqa: E501
+    ],
+)
+def test_tensor_core_kernels_are_told_by_their_names(kernel, tensor_cores):
+    hooks = pytest.importorskip("torchlint.verify.bootstrap.hooks")
+    assert hooks._tensor_core_kernel(kernel) is tensor_cores
+
+
+def test_on_a_gpu_the_top_operators_are_ranked_by_gpu_time_with_short_kernel_names():
+    from torchlint.verify import report
+
+    kernel = (
+        "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+        "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+        "unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float> >)"
+    )
+    ops = [
+        {"name": "Optimizer.step#SGD.step", "self_cpu_ms": 0.012, "self_device_ms": 0.4, "count": 3},
+        {"name": kernel, "self_cpu_ms": 0.0, "self_device_ms": 0.25, "count": 3},
+    ]
+    out = io.StringIO()
+    report._write_top_ops(
+        {"device": "cuda", "variants": [{"name": "original", "kind": "original", "top_ops": ops}]}, out
+    )
+    assert out.getvalue().splitlines() == [
+        "",
+        "top operators by GPU self time (original, profiled steps):",
+        "     0.400 ms GPU     0.012 ms CPU  x3     Optimizer.step#SGD.step",
+        "     0.250 ms GPU       0.0 ms CPU  x3     at::native::reduce_kernel<…>",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("aten::addmm", "aten::addmm"),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        (
+            "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>(float, float)",
+            "cudnn::bn_bw_1C11_kernel_new<…>",
+        ),  # noqa: E501
+        (
+            "std::enable_if<true, void>::type internal::gemvx::kernel<int, int, float, 6, false>(int)",
+            "internal::gemvx::kernel<…>",
+        ),  # noqa: E501
+        (
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)",
+            "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>",
+        ),  # noqa: E501
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*)",
+            "at::native::cunn_SoftMaxForward<…>",
+        ),  # noqa: E501
+        ("x" * 120, "x" * 89 + "…"),
+    ],
+)
+def test_cuda_kernel_signatures_are_shortened_for_the_table(name, short):
+    from torchlint.verify.report import short_operator_name
+
+    assert short_operator_name(name) == short

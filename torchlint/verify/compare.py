@@ -326,11 +326,14 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
         if stats.device == "cuda":
             busy = float(profile.get("device_busy_ms") or 0) / wall_ms
             if busy < UTILISATION_LIMIT:
+                # Waiting for data is what keeps it idle when the run waits for data (said above); otherwise
+                # the host launches kernels too small to fill it, which compiling fuses into fewer.
+                waiting = share is not None and share > DATA_SHARE_LIMIT
                 found.append(
                     RuntimeFinding(
                         "utilisation",
                         f"the GPU is busy {busy:.0%} of profiled time",
-                        ["TL2", "TL5"],
+                        ["TL2"] if waiting else ["TL101"],
                         value=busy,
                     )
                 )
@@ -342,7 +345,7 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
             ):
                 found.append(
                     RuntimeFinding(
-                        "tensor-cores", "no kernel used tensor cores on a GPU that has them", ["TL301", "TL5"]
+                        "tensor-cores", "no kernel used tensor cores on a GPU that has them", ["TL301"]
                     )
                 )
     return found

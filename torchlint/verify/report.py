@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -233,7 +234,10 @@ def _working(stats: dict[str, Any], compared: dict[str, Any] | None) -> str:
     value = stats.get("working_memory_bytes")
     if not value:
         return "-"
-    shown = f"{value / 2**20:.1f} MiB" if value < 10 * 2**20 else _bytes(value)
+    if value < 2**20:  # a few kernels' temporaries on a GPU: KiB, not "0.0 MiB"
+        shown = f"{value / 2**10:.0f} KiB"
+    else:
+        shown = f"{value / 2**20:.1f} MiB" if value < 10 * 2**20 else _bytes(value)
     change = (compared or {}).get("change")
     return f"{shown} ({change:.2f}x)" if change else shown
 
@@ -361,12 +365,71 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
 
 
 def _write_top_ops(data: dict[str, Any], out: TextIO) -> None:
+    """On CUDA the runs rank operators by their time on the GPU, which comes first; a CPU run has only the
+    CPU's. Kernel names are shortened (the JSON keeps them whole): a templated CUDA kernel's full
+    signature runs to hundreds of characters."""
     shown = [v for v in data["variants"] if v["top_ops"] and v["kind"] in ("original", "all")]
+    on_gpu = data.get("device") == "cuda"
     for variant in shown:
-        out.write(f"\ntop operators by self time ({variant['name']}, profiled steps):\n")
+        ranked = "GPU self time" if on_gpu else "self time"
+        out.write(f"\ntop operators by {ranked} ({variant['name']}, profiled steps):\n")
         for op in variant["top_ops"][:5]:
-            device = f", {op['self_device_ms']:.1f} ms on device" if op["self_device_ms"] else ""
-            out.write(f"  {op['self_cpu_ms']:8.1f} ms  x{op['count']:<5} {op['name']}{device}\n")
+            cpu = f"{_milliseconds(op['self_cpu_ms'])} CPU"
+            gpu = f"{_milliseconds(op['self_device_ms'])} GPU"
+            times = f"{gpu}  {cpu}" if on_gpu else cpu
+            out.write(f"  {times}  x{op['count']:<5} {short_operator_name(op['name'])}\n")
+
+
+def _milliseconds(value: float) -> str:
+    return f"{value:8.1f} ms" if value >= 1 or value == 0 else f"{value:8.3f} ms"
+
+
+def short_operator_name(name: str, width: int = 90) -> str:
+    """`void at::native::reduce_kernel<128, 4, ...>(at::native::ReduceOp<...>)` becomes
+    `at::native::reduce_kernel<…>`: a C++ kernel signature loses its return type, template arguments and
+    parameters (a generic wrapper, `cutlass::Kernel2<cutlass_80_simt_sgemm_...>`, keeps the kernel it
+    wraps); aten operators, cuBLAS's flat names and the profiler's own (`Memcpy HtoD (Pageable -> Device)`)
+    stay as they are, cut at `width`."""
+    short = name
+    returned = _RETURN_TYPE.match(name)
+    if returned or ("<" in name and "(" in name and " " not in name.split("<", 1)[0]):
+        short = _folded(name[returned.end() :] if returned else name)
+    return short if len(short) <= width else short[: width - 1] + "…"
+
+
+_RETURN_TYPE = re.compile(r"void |std::enable_if<[^>]*>::type ")
+_WRAPPER = re.compile(r"(?:^|::)(?:Kernel\d*|device_kernel)$")
+
+
+def _folded(signature: str) -> str:
+    signature = signature.replace("(anonymous namespace)::", "")
+    depth = 0
+    base: list[str] = []  # the name, each outermost template argument list written `<…>`
+    first: list[str] = []  # the first template argument of the last outermost list
+    past_first = False
+    for char in signature:
+        if char == "<":
+            if depth == 0:
+                base.append("<…>")
+                first, past_first = [], False
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            if char == "(":
+                break
+            base.append(char)
+        elif depth == 1 and char == ",":
+            past_first = True
+        elif depth == 1 and not past_first:
+            first.append(char)
+    if depth:  # unbalanced: not a signature after all
+        return signature
+    short = "".join(base)
+    wrapped = "".join(first).strip()
+    if short.endswith("<…>") and _WRAPPER.search(short[:-3]) and wrapped.isidentifier():
+        return f"{short[:-3]}<{wrapped}>"
+    return short
 
 
 # -- progress ----------------------------------------------------------------------------------------------

@@ -354,9 +354,16 @@ def working_memory(profiler: Any) -> dict[str, int] | None:
 
 
 def _tensor_core_kernel(name: str) -> bool:
+    """From the kernel's name, as cuBLAS, cuDNN and CUTLASS spell it (read off an H200 with torch 2.11 and
+    CUDA 13). bfloat16 and float16 linears run cuBLASLt's `nvjet_sm90_tst_...` / `nvjet_sm90_hsh_...`,
+    whose names say nothing of MMA; an `xmma` GEMM whose inner loop is `ffma` (float32 without TF32:
+    `sm80_xmma_gemm_f32f32_..._ffma_...`) and CUTLASS's `simt` kernels use the ordinary float units."""
     lowered = name.lower()
+    if "ffma" in lowered or "simt" in lowered or "nvjet_sss" in lowered or "_sss_" in lowered:
+        return False
     return any(
-        word in lowered for word in ("h884", "h1688", "s1688", "hmma", "xmma", "tensorop", "wgmma", "16816")
+        word in lowered
+        for word in ("h884", "h1688", "s1688", "hmma", "xmma", "tensorop", "wgmma", "16816", "nvjet", "tf32")
     )
 
 
