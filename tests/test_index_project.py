@@ -266,3 +266,33 @@ def test_files_the_import_scan_parsed_are_not_parsed_again_for_syntax_errors(tmp
     outcome = run(RunOptions([tmp_path], cache=False, jobs=1))
     assert asked == ["data.py", "zbroken.py"]  # data.py's check scanned train.py; zbroken.py did not parse
     assert [(d.path, d.code) for d in outcome.diagnostics if d.code == "TL001"] == [("zbroken.py", "TL001")]
+
+
+def test_a_script_folder_outside_the_working_directory_is_its_own_project(tmp_path, monkeypatch):
+    """`torchlint check /tmp/job/data.py` run from elsewhere, with no pyproject.toml or .git above the job:
+    the index reads the job's folder, where Python finds its imports, so data.py's loader is known to feed
+    train.py's loop (TL201). Before, it read the working directory, which holds none of them, and was silent.
+    The cache still goes to the working directory's project, never into the job's folder."""
+    from torchlint.api import RunOptions, run
+
+    job, elsewhere = tmp_path / "job", tmp_path / "elsewhere"
+    job.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "pyproject.toml").write_text("[project]\nname = 'other'\n")
+    train = textwrap.dedent(TRAIN).replace("    for epoch", "    model.cuda()\n    for epoch")
+    (job / "train.py").write_text(train)
+    (job / "data.py").write_text(textwrap.dedent(FACTORY))
+    monkeypatch.chdir(elsewhere)
+    outcome = run(RunOptions([job / "data.py"], jobs=1))
+    assert [(d.code, d.location.line) for d in outcome.diagnostics if d.code == "TL201"] == [("TL201", 5)]
+    assert not (job / ".torchlint_cache").exists() and (elsewhere / ".torchlint_cache").is_dir()
+
+
+def test_a_symlink_loop_in_the_project_is_skipped_by_the_importer_scan(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "data.py").write_text(textwrap.dedent(FACTORY))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    (tmp_path / "loop_a.py").symlink_to(tmp_path / "loop_b.py")
+    (tmp_path / "loop_b.py").symlink_to(tmp_path / "loop_a.py")
+    project = Project(tmp_path)
+    assert project.importers_of(tmp_path / "data.py") == [(tmp_path / "train.py").resolve()]

@@ -270,7 +270,9 @@ class _Worker:
         from torchlint.cache.folder import cache_folder
         from torchlint.cache.imports import ImportsCache
 
-        return ImportsCache(cache_folder(root, self.options.cache_dir), root)
+        # In the project's cache folder (`root` itself, unless it is a folder outside the working directory
+        # with no project of its own: that one's summaries are kept where its results are).
+        return ImportsCache(cache_folder(self.linter.root_of(root), self.options.cache_dir), root)
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache

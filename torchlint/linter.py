@@ -23,7 +23,7 @@ from torchlint.pyast import python_ast
 from torchlint.rules.base import Rule, registered_rules
 from torchlint.workspace.discovery import matches_any
 from torchlint.workspace.fs import FileSystem
-from torchlint.workspace.roots import project_root
+from torchlint.workspace.roots import index_root, project_root
 from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Linter:
         """One cross-file index per project root and run, shared by every file checked in it."""
         from torchlint.index.project import Project
 
-        root = self.root_of(file.resolve().parent)
+        root = index_root(file.resolve().parent, self.fs, self._roots)
         if root not in self._projects:
             self._projects[root] = Project(root, self.fs, self.import_summaries(root))
         return self._projects[root]
@@ -150,7 +150,7 @@ class Linter:
         if in_project is False or not self._projects:
             return False
         file = Path(path)
-        project = self._projects.get(self.root_of(file.resolve().parent))
+        project = self._projects.get(index_root(file.resolve().parent, self.fs, self._roots))
         return project is not None and project.parses(file, text)
 
     def facts_of(self, path: str, text: str, module: cst.Module, file: Path | None) -> ModuleFacts:

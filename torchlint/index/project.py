@@ -294,7 +294,7 @@ class Project:
                             subfolders.append(entry.path)
                     elif entry.name.endswith(".py"):
                         found.append(Path(entry.path).resolve())
-                except OSError:
+                except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
                     continue
             folders[:0] = subfolders  # depth first, in name order
         self._files = found

@@ -29,3 +29,15 @@ def project_root(directory: Path, fs: FileSystem, memo: dict[Path, Path] | None 
     if memo is not None:
         memo[directory] = root
     return root
+
+
+def index_root(directory: Path, fs: FileSystem, memo: dict[Path, Path] | None = None) -> Path:
+    """The folder whose files the cross-file index reads for a module in `directory`: its project root;
+    but for a folder outside the working directory with no pyproject.toml or .git above it (a script
+    checked or verified from elsewhere: `torchlint verify /tmp/job/train.py`), the folder itself. Python
+    finds that script's imports there, and the working directory holds none of them: its files would be
+    scanned for importers that cannot exist. Settings defaults and the cache stay at `project_root`."""
+    root = project_root(directory, fs, memo)
+    if root != directory and root not in directory.parents:
+        return directory
+    return root
