@@ -173,3 +173,36 @@ def test_a_file_no_rule_can_fire_on_is_checked_without_importing_libcst(tmp_path
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip().splitlines()[-1] == "False", done.stdout + done.stderr
+
+
+def test_a_check_runs_without_the_cyclic_collector_and_gives_it_back():
+    """Full passes of the cyclic collector over the facts a run keeps cost a fifth of a whole-tree run: it is
+    off while a file is checked (also through a fix's re-checks), on again after, and left off when the
+    caller had turned it off."""
+    import gc
+
+    from torchlint.linter import Linter
+    from torchlint.rules.base import Rule
+    from torchlint.workspace.settings import Settings
+
+    seen: list[bool] = []
+
+    class Probe(Rule):
+        code = "TL999"
+        name = "probe"
+
+        def check(self, facts):
+            seen.append(gc.isenabled())
+            return iter(())
+
+    linter = Linter(rule_classes={"TL999": Probe})
+    settings = Settings(select=("TL999",))
+    assert gc.isenabled()
+    linter.check_text("probe.py", "import torch\n", settings, in_project=False)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        linter.fix_text("probe.py", "import torch\n", settings, unsafe=True, in_project=False)
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()

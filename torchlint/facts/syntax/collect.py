@@ -48,7 +48,7 @@ def _fields_of(node_type: type) -> tuple[str, ...]:
     return names
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class FunctionRecord:
     node: cst.FunctionDef
     scope: Scope  # the function's own scope
@@ -72,7 +72,7 @@ class FunctionRecord:
         return [*self.returns, *self.yields_from]
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class ClassRecord:
     node: cst.ClassDef
     scope: Scope  # the scope the class is defined in
@@ -85,7 +85,7 @@ class ClassRecord:
         return self.node.name.value
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class LoopRecord:
     node: cst.For | cst.While
     scope: Scope
@@ -100,7 +100,7 @@ class LoopRecord:
             yield from child.all_calls()
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class CallRecord:
     node: cst.Call
     scope: Scope

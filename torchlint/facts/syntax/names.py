@@ -34,7 +34,7 @@ class BindingKind(enum.Enum):
     OTHER = "other"  # for/with/except targets, walrus, del, star imports
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Binding:
     name: str
     kind: BindingKind
@@ -59,7 +59,7 @@ class Binding:
         )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Scope:
     kind: ScopeKind
     parent: Scope | None
@@ -110,7 +110,7 @@ def agreed_qualname(bindings: list[Binding]) -> str | None:
     return qualnames.pop()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Reference:
     """A load of a name, extended to the longest attribute chain above it (`torch.cuda.amp.autocast`).
 
