@@ -233,3 +233,24 @@ def test_checkpointing_is_verified_by_the_step_memory_it_saves_with_the_same_los
     assert fixed["losses"]["verdict"] == "agree" and fixed["losses"]["tolerance"].startswith("tight")
     assert fixed["verdict"] == "less memory" and done.returncode == 0, done.stdout
     assert "step memory" in done.stdout
+
+
+def test_on_a_gpu_the_runs_measure_the_cuda_allocator_and_the_kernels():
+    """Only where CUDA is (skipped in CI). What it asserts was seen on an H200 with other fixtures (README,
+    "Verify"). verify_tiny's GradScaler is enabled on CUDA, so its losses are read unscaled; TL304's rename
+    computes the same values at every step."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    done, report = verify(
+        "fixtures/verify_tiny/train.py", "--steps", "6", "--warmup", "2", "--select", "TL304",
+        "--device", "cuda", "--", "--epochs", "3", "--batch-size", "32",
+    )  # fmt: skip
+    assert report is not None and report["device"] == "cuda", done.stdout + done.stderr
+    for variant in report["variants"]:
+        stats = variant["stats"]
+        assert stats["memory_kind"] == "cuda_peak_allocated" and stats["peak_memory_bytes"] > 0
+        assert any(op["self_device_ms"] > 0 for op in variant["top_ops"])
+    fixed = report["variants"][1]
+    assert fixed["losses"]["verdict"] == "agree" and fixed["losses"]["tolerance"].startswith("tight")
+    assert "top operators by GPU self time (original, profiled steps):" in done.stdout
