@@ -326,8 +326,8 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
         if stats.device == "cuda":
             busy = float(profile.get("device_busy_ms") or 0) / wall_ms
             if busy < UTILISATION_LIMIT:
-                # Waiting for data is what keeps it idle when the run waits for data (said above); otherwise
-                # the host launches kernels too small to fill it, which compiling fuses into fewer.
+                # A run that waits for data (the finding above) idles for that; otherwise the host launches
+                # kernels too small to fill the GPU, which compiling fuses into fewer.
                 waiting = share is not None and share > DATA_SHARE_LIMIT
                 found.append(
                     RuntimeFinding(

@@ -236,8 +236,10 @@ def _working(stats: dict[str, Any], compared: dict[str, Any] | None) -> str:
         return "-"
     if value < 2**20:  # a few kernels' temporaries on a GPU: KiB, not "0.0 MiB"
         shown = f"{value / 2**10:.0f} KiB"
+    elif value < 10 * 2**20:
+        shown = f"{value / 2**20:.1f} MiB"
     else:
-        shown = f"{value / 2**20:.1f} MiB" if value < 10 * 2**20 else _bytes(value)
+        shown = _bytes(value)
     change = (compared or {}).get("change")
     return f"{shown} ({change:.2f}x)" if change else shown
 

@@ -359,7 +359,7 @@ def _tensor_core_kernel(name: str) -> bool:
     whose names say nothing of MMA; an `xmma` GEMM whose inner loop is `ffma` (float32 without TF32:
     `sm80_xmma_gemm_f32f32_..._ffma_...`) and CUTLASS's `simt` kernels use the ordinary float units."""
     lowered = name.lower()
-    if "ffma" in lowered or "simt" in lowered or "nvjet_sss" in lowered or "_sss_" in lowered:
+    if "ffma" in lowered or "simt" in lowered:
         return False
     return any(
         word in lowered
