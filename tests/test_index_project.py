@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import line_of, project_facts
 from torchlint.facts.torch.training import TrainingAnalysis
-from torchlint.index.project import Project, _import_statements
+from torchlint.index.project import Project, _statements
 
 FACTORY = """
     from torch.utils.data import DataLoader
@@ -122,6 +122,63 @@ def test_a_loop_function_asks_only_the_importers_that_call_it(tmp_path, parsed):
     assert "other.py" not in parsed
 
 
+def test_a_call_to_a_name_another_module_assigns_never_builds_that_module(tmp_path, parsed):
+    factories = """
+        import functools
+        import torch
+
+        make_optimizer = functools.partial(torch.optim.SGD, lr=0.1)
+        build_net = torch.nn.Linear
+    """
+    train = """
+        from factories import build_net, make_optimizer
+
+        model = build_net(10, 2)
+        optimizer = make_optimizer(model.parameters())
+        for x in range(10):
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    """
+    facts = project_facts(tmp_path, {"factories.py": factories, "train.py": train}, "train.py")
+    assert len(facts.training_loops) == 1
+    assert [model.text for model in facts.trained_models] == ["model"]
+    assert parsed == []  # neither name is a class, a def or an import there
+    # Its findings still depend on factories.py: defining `class build_net` there would change them.
+    assert facts.source.project.dependencies(tmp_path / "train.py") == {(tmp_path / "factories.py").resolve()}
+
+
+def test_a_module_is_built_for_a_name_it_may_bind_as_asked(tmp_path, parsed):
+    layers = "class Block:\n    pass\n\ndef trunc_normal_(tensor):\n    return tensor\n"
+    project = Project(tmp_path)
+    (tmp_path / "layers.py").write_text(layers)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from layers import trunc_normal_ as init\n")
+    requester = tmp_path / "train.py"
+    assert project.facts_binding(tmp_path / "layers.py", "trunc_normal_", "class", requester) is None
+    assert project.facts_binding(tmp_path / "layers.py", "Block", "function", requester) is None
+    assert project.facts_binding(tmp_path / "pkg" / "__init__.py", "init", "class", requester) is None
+    assert parsed == []
+    assert project.facts_binding(tmp_path / "pkg" / "__init__.py", "init", "function", requester) is not None
+    assert project.facts_binding(tmp_path / "layers.py", "Block", "class", requester) is not None
+    assert parsed == ["__init__.py", "layers.py"]
+
+
+def test_a_checked_buffer_answers_for_its_file_not_the_text_on_disk(tmp_path, parsed):
+    import libcst as cst
+
+    from torchlint.facts import SourceModule
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "models.py").write_text("x = 1\n")
+    project = Project(tmp_path)
+    buffer = "class Net:\n    pass\n"
+    models = tmp_path / "models.py"
+    project.register(models, SourceModule("models.py", buffer, cst.parse_module(buffer), project, models))
+    found = project.facts_binding(models, "Net", "class", tmp_path / "train.py")
+    assert found is not None and found.top_level_class("Net") is not None
+
+
 def test_may_name_follows_aliases_through_a_chain_of_re_exports(tmp_path):
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a.py").write_text("def build():\n    pass\n")
@@ -184,10 +241,11 @@ def test_the_import_scan_finds_imports_wherever_statements_hold_them():
         """
     )
     tree = ast.parse(source)
-    expected = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    found = list(_import_statements(tree))
+    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    expected = [n for n in ast.walk(tree) if isinstance(n, kinds)]
+    found = list(_statements(tree))
     assert sorted(map(id, found)) == sorted(map(id, expected))
-    assert len(found) == 12
+    assert len(found) == 14  # 12 imports, `def g` and `class I`
 
 
 def test_only_files_the_scan_read_are_ruled_out(tmp_path):

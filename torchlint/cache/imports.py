@@ -1,10 +1,11 @@
-"""What each project file imports, remembered between runs by content hash (the project index's scan).
+"""What each project file imports and defines, remembered between runs by content hash (the project
+index's `ast` scan).
 
 Answering "who imports this file?" parses every file of the project with `ast` — most of a one-file check
-after an edit, in a project of hundreds of files. The import statements of a file depend on its bytes
-alone, so they are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed by the
-hash of each file's content and by torchlint's own code. An entry holds only the current contents of the
-project's files: edits never make it grow. Resolving the names to files is not cached (it depends on
+after an edit, in a project of hundreds of files. The import, class and def statements of a file depend on
+its bytes alone, so they are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed
+by the hash of each file's content and by torchlint's own code. An entry holds only the current contents of
+the project's files: edits never make it grow. Resolving the names to files is not cached (it depends on
 which files exist).
 """
 
@@ -17,8 +18,7 @@ from pathlib import Path
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import linked, write_entry
 from torchlint.cache.signing import opened
-
-Imports = tuple[list[str], list[list[str]]]  # module names as written, [name, asname] pairs
+from torchlint.index.project import FileSummary
 
 
 class ImportsCache:
@@ -27,19 +27,19 @@ class ImportsCache:
     def __init__(self, folder: Path, root: Path) -> None:
         self.folder = folder / "index"
         self.name = f"imports-{content_hash(str(root).encode('utf-8', 'surrogateescape'))}.json"
-        self._stored: dict[str, Imports] | None = None
-        self._used: dict[str, Imports] = {}
+        self._stored: dict[str, FileSummary] | None = None
+        self._used: dict[str, FileSummary] = {}
         self._changed = False
 
-    def get(self, data: bytes) -> Imports | None:
+    def get(self, data: bytes) -> FileSummary | None:
         key = content_hash(data)
         found = self._entries().get(key)
         if found is not None:
             self._used[key] = found
         return found
 
-    def put(self, data: bytes, imports: Imports) -> None:
-        self._used[content_hash(data)] = imports
+    def put(self, data: bytes, summary: FileSummary) -> None:
+        self._used[content_hash(data)] = summary
         self._changed = True
 
     def save(self, present: Iterable[bytes]) -> None:
@@ -52,23 +52,24 @@ class ImportsCache:
             write_entry(self.folder, self.name, {"code": code_digest(), "files": kept})
             self._stored, self._changed = kept, False
 
-    def _entries(self) -> dict[str, Imports]:
+    def _entries(self) -> dict[str, FileSummary]:
         if self._stored is None:
             self._stored = self._load()
         return self._stored
 
-    def _load(self) -> dict[str, Imports]:
+    def _load(self) -> dict[str, FileSummary]:
         if linked(self.folder):
             return {}
         try:
             entry = opened(json.loads((self.folder / self.name).read_text(encoding="utf-8")))
             if entry is None or entry.get("code") != code_digest():
                 return {}
-            files = entry["files"]
             return {
-                key: (list(names), [list(pair) for pair in aliases])
-                for key, (names, aliases) in files.items()
-                if all(isinstance(n, str) for n in names)
+                key: FileSummary(
+                    list(names), [list(pair) for pair in aliases], list(classes), list(functions)
+                )
+                for key, (names, aliases, classes, functions) in entry["files"].items()
+                if all(isinstance(n, str) for n in (*names, *classes, *functions))
                 and all(len(pair) == 2 and all(isinstance(p, str) for p in pair) for pair in aliases)
             }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

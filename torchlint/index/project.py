@@ -21,7 +21,7 @@ import re
 import warnings
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 from torchlint._lazy import cst
 from torchlint.workspace.fs import FileSystem
@@ -36,13 +36,22 @@ MAX_PROJECT_FILES = 5000
 ALL_FILES = Path("<every project file's imports>")
 
 
+class FileSummary(NamedTuple):
+    """What one `ast` pass over a file's statements tells the index, by the file's bytes alone."""
+
+    imports: list[str]  # the module names its imports write (`from a import b`: `a` and `a.b`)
+    aliases: list[list[str]]  # the [name, asname] pairs its imports rename
+    classes: list[str]  # the name of every class statement, at any depth
+    functions: list[str]  # the names every def statement and every import binds, at any depth
+
+
 class ImportSummaries(Protocol):
-    """What earlier runs found each file imports, by the file's bytes (torchlint.cache.imports keeps them;
-    the index itself never writes a cache)."""
+    """What earlier runs found in each file, by the file's bytes (torchlint.cache.imports keeps them; the
+    index itself never writes a cache)."""
 
-    def get(self, data: bytes) -> tuple[list[str], list[list[str]]] | None: ...
+    def get(self, data: bytes) -> FileSummary | None: ...
 
-    def put(self, data: bytes, imports: tuple[list[str], list[list[str]]]) -> None: ...
+    def put(self, data: bytes, summary: FileSummary) -> None: ...
 
     def save(self, present: Iterable[bytes]) -> None:
         """Keep what earlier runs and this one found, for the files whose bytes are `present` now."""
@@ -60,7 +69,7 @@ class Project:
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
         self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
-        self._scanned: dict[Path, tuple[list[str], list[list[str]]] | None] = {}  # file -> its imports
+        self._scanned: dict[Path, FileSummary | None] = {}  # file -> its summary (None: not Python)
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
@@ -128,7 +137,7 @@ class Project:
         if not module or not name or module.endswith("."):
             return None
         path = self.module_file(importer, module)
-        facts = self.facts_for(path, importer) if path is not None else None
+        facts = self.facts_binding(path, name, "function", importer) if path is not None else None
         return facts.exported_function(name) if facts is not None else None  # also a re-exported one
 
     # -- other files' facts -----------------------------------------------------------------------------
@@ -158,6 +167,34 @@ class Project:
             self._facts[path] = None  # while building: a cycle of imports sees "unknown"
             self._facts[path] = self._build(path)
         return self._facts[path]
+
+    def facts_binding(
+        self, path: Path, name: str, kind: Literal["class", "function"], requester: Path
+    ) -> SourceModule | None:
+        """`facts_for(path, requester)` where `path` may bind `name` as a `kind` ("class": a class statement;
+        "function": a def or an import, which may re-export one); None, without parsing `path` with LibCST,
+        where its `ast` summary shows it binds no such name. Most names a call resolves to in another
+        module are not what the question wants (a function where a class is asked for, a constant): such an
+        answer then costs an `ast` parse (once per content, when the run has a cache), not the module's
+        facts and the questions they raise. The answer still depends on `path`'s content (recorded)."""
+        resolved = path.resolve()
+        if resolved not in self._facts and name.isascii():  # `ast` normalises other names (NFKC)
+            summary = self._summary_of(resolved)
+            if summary is not None and name not in (
+                summary.classes if kind == "class" else summary.functions
+            ):
+                self._depends.setdefault(requester.resolve(), set()).add(resolved)
+                return None
+        return self.facts_for(resolved, requester)
+
+    def _summary_of(self, path: Path) -> FileSummary | None:
+        data = self._bytes.get(path) if self._bytes is not None else None
+        if data is None:
+            try:
+                data = self.fs.read_bytes(path)
+            except OSError:
+                return None
+        return self._imports(path, data)
 
     def _build(self, path: Path) -> SourceModule | None:
         from torchlint.facts.syntax.module import SourceModule
@@ -231,7 +268,7 @@ class Project:
                     continue
                 imports = self._imports(file, data)
                 if imports is not None:
-                    found.update(asname for imported, asname in imports[1] if imported == name)
+                    found.update(asname for imported, asname in imports.aliases if imported == name)
             self._aliases[name] = found
             self._save_summaries()
         return self._aliases[name]
@@ -241,13 +278,13 @@ class Project:
         found = self._resolved.get(file)
         if found is None:
             imports = self._imports(file, data)
-            names = imports[0] if imports is not None else []
+            names = imports.imports if imports is not None else []
             targets = (self.module_file(file, name) for name in names)
             found = self._resolved[file] = {target for target in targets if target is not None}
         return found
 
-    def _imports(self, file: Path, data: bytes) -> tuple[list[str], list[list[str]]] | None:
-        """A file's import names and aliases (None: CPython does not parse it), parsed once per run."""
+    def _imports(self, file: Path, data: bytes) -> FileSummary | None:
+        """A file's summary (None: CPython does not parse it), parsed once per run."""
         if file not in self._scanned:
             found = self.summaries.get(data) if self.summaries is not None else None
             if found is None:
@@ -330,31 +367,39 @@ def _word(name: bytes) -> re.Pattern[bytes]:
     return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name) + rb"(?![A-Za-z0-9_])")
 
 
-def _imports_of(data: bytes) -> tuple[list[str], list[list[str]]] | None:
-    """The module names a file's imports write (`from a import b` gives `a` and `a.b`: b may be a module),
-    and the [name, asname] pairs they rename; None when CPython does not parse it."""
+def _imports_of(data: bytes) -> FileSummary | None:
+    """A file's summary; None when CPython does not parse it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    names: list[str] = []
-    aliases: list[list[str]] = []
-    for node in _import_statements(tree):
-        if isinstance(node, ast.Import):
+    summary = FileSummary([], [], [], [])
+    names, aliases, functions = summary.imports, summary.aliases, summary.functions
+    for node in _statements(tree):
+        if isinstance(node, ast.ClassDef):
+            summary.classes.append(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(node.name)
+        elif isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-        else:
+            functions += [a.asname or a.name.partition(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             names.append(base)
             names += [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
-        aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
-    return names, aliases
+            functions += [a.asname or a.name for a in node.names if a.name != "*"]
+        else:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
+    return summary
 
 
-def _import_statements(tree: ast.Module):
-    """Every `import` and `from ... import` of a module: statements hold them, so only statement lists are
-    walked (a fifth of the nodes `ast.walk` visits, and most of the scan's time)."""
+def _statements(tree: ast.Module):
+    """Every statement of a module that binds a class, a function or an import: statements hold them, so
+    only statement lists are walked (a fifth of the nodes `ast.walk` visits, and most of the scan's time)."""
     todo: list[ast.AST] = [tree]
     while todo:
         node = todo.pop()
@@ -366,6 +411,8 @@ def _import_statements(tree: ast.Module):
                 if isinstance(item, (ast.Import, ast.ImportFrom)):
                     yield item
                 elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    if isinstance(item, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                        yield item
                     todo.append(item)
 
 

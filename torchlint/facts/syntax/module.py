@@ -21,7 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax import walk
@@ -52,6 +52,13 @@ class ProjectIndex(Protocol):
 
     def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         """Another file's module (None: unreadable or unparsable); `requester` depends on it from now on."""
+        ...
+
+    def facts_binding(
+        self, path: Path, name: str, kind: Literal["class", "function"], requester: Path
+    ) -> SourceModule | None:
+        """`facts_for(path, requester)`, or None where `path` certainly binds no class (no def or import,
+        for "function") named `name`: a question about that name alone need not build the facts."""
         ...
 
     def importers_of(self, path: Path) -> list[Path]:
@@ -436,7 +443,7 @@ class SourceModule:
         if qualname and self.project is not None and self.file is not None:
             module, _, name = qualname.rpartition(".")
             path = self.project.module_file(self.file, module) if module else None
-            other = self.project.facts_for(path, self.file) if path is not None else None
+            other = self.project.facts_binding(path, name, "class", self.file) if path is not None else None
             if other is not None and other is not self:
                 cls = other.top_level_class(name)
                 if cls is not None:

@@ -502,7 +502,7 @@ def _star_imported_class(
                 continue
             name = "." * len(small.relative) + (dotted(small.module) or "" if small.module else "")
             path = module.project.module_file(module.file, name)
-            other = module.project.facts_for(path, module.file) if path is not None else None
+            other = module.project.facts_binding(path, func.value, "class", module.file) if path else None
             cls = other.top_level_class(func.value) if other is not None and other is not module else None
             if cls is not None:
                 return other, cls  # type: ignore[return-value]
