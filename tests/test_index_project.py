@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import line_of, project_facts
 from torchlint.facts.torch.training import TrainingAnalysis
-from torchlint.index.project import Project, _statements
+from torchlint.index.project import Project, _may_import, _statements
 
 FACTORY = """
     from torch.utils.data import DataLoader
@@ -246,6 +246,28 @@ def test_the_import_scan_finds_imports_wherever_statements_hold_them():
     found = list(_statements(tree))
     assert sorted(map(id, found)) == sorted(map(id, expected))
     assert len(found) == 14  # 12 imports, `def g` and `class I`
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import train",
+        "from train import main",
+        "from .train import main",
+        "x = 1; import pkg.train as t",
+        "from pkg import (\n    evaluate,\n    train,\n)",
+        "import os, \\\n    train",
+        "from \\\n    train import main",
+    ],
+)
+def test_a_file_that_may_import_a_module_is_scanned_however_the_import_is_written(text):
+    assert _may_import(text.encode(), Path("project/train.py"))
+
+
+def test_a_file_that_only_uses_the_word_of_a_module_name_is_not_scanned():
+    text = "import os\n\ndef train(model):\n    model.train()  # train mode\n"
+    assert not _may_import(text.encode(), Path("project/train.py"))
+    assert _may_import(text.encode() + b"from . import utils\n", Path("project/pkg/__init__.py"))
 
 
 def test_only_files_the_scan_read_are_ruled_out(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -206,3 +207,17 @@ def test_a_check_runs_without_the_cyclic_collector_and_gives_it_back():
         assert seen == [False, False] and not gc.isenabled()
     finally:
         gc.enable()
+
+
+GOLDEN = REPO / "tests" / "data" / "fixtures-select-all.json"
+
+
+def test_the_fixtures_output_is_byte_for_byte_the_recorded_one(fixtures_copy, monkeypatch):
+    """Speed work must not move a finding, a message or a fix: every finding of every rule on the fixtures,
+    fixes included, as recorded in tests/data. A change that means to alter them re-records the file with
+    TORCHLINT_RECORD_GOLDEN=1 (and the diff of that file is then part of the change to review)."""
+    result = CliRunner().invoke(main, ["--select", "ALL", "--output-format", "json", "--no-cache", "copy"])
+    assert result.exit_code == 1, result.output
+    if os.environ.get("TORCHLINT_RECORD_GOLDEN"):
+        GOLDEN.write_text(result.output, encoding="utf-8")
+    assert result.output == GOLDEN.read_text(encoding="utf-8")

@@ -340,14 +340,20 @@ class Project:
 
 _AS = re.compile(rb"[\s\\]as[\s\\]")  # `name as alias`, also across a backslash continuation
 _BARE_RELATIVE = re.compile(rb"from[\s\\]*\.+[\s\\]*import")  # `from . import x` imports `__init__.py`
+# An import whose names may be on another line than `import`: `from a import (` and a backslash continuation.
+_CONTINUED_IMPORT = re.compile(rb"import[ \t\f]*\(|(?:import|from)[^\n]*\\\r?$", re.MULTILINE)
 
 
 def _may_import(data: bytes, target: Path) -> bool:
     """False only when no import in `data` can resolve to `target`: every module name an import writes that
-    resolves to `x.py` or `x/__init__.py` ends in `x`, except a bare relative `from . import y`, which
-    resolves to its package's `__init__.py`."""
+    resolves to `x.py` or `x/__init__.py` ends in `x`, on a line with the word `import` unless the import
+    continues over lines; except a bare relative `from . import y`, which resolves to its package's
+    `__init__.py`. (`train` is a word in most files of a training project; in few of their imports.)"""
     package = target.name == "__init__.py"
-    if _names(data, target.parent.name if package else target.stem):
+    name = target.parent.name if package else target.stem
+    if _names(data, name) and (
+        not name.isascii() or _CONTINUED_IMPORT.search(data) or _import_line(name.encode()).search(data)
+    ):
         return True
     return package and b"import" in data and _BARE_RELATIVE.search(data) is not None
 
@@ -365,6 +371,13 @@ def _names(data: bytes, name: str) -> bool:
 @functools.lru_cache(maxsize=256)
 def _word(name: bytes) -> re.Pattern[bytes]:
     return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name) + rb"(?![A-Za-z0-9_])")
+
+
+@functools.lru_cache(maxsize=256)
+def _import_line(name: bytes) -> re.Pattern[bytes]:
+    """A line holding the word `import` and `name` as a word, in either order."""
+    word = _word(name).pattern
+    return re.compile(rb"^[^\n]*(?:import[^\n]*" + word + rb"|" + word + rb"[^\n]*import)", re.MULTILINE)
 
 
 def _imports_of(data: bytes) -> FileSummary | None:
