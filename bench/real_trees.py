@@ -31,8 +31,10 @@ time / (factor x the 1x time), 1.0 being linear growth (below 1: the fixed start
 targets: every size within 1.25 of linear, peak memory under 300 MB, the default --jobs no slower than -j 1.
 
 --torchlint times another build (an older checkout's .venv/bin/torchlint) on the same copies, for
-before/after figures. A benchmark, not a test: it prints figures, and stops only when a tool fails or when
-warm and cold outputs differ.
+before/after figures. --same-output-as EXE runs EXE (an older build) and the timed one on each tree, with
+`--select ALL --output-format json --no-cache`: the tree with `-j 1` and with the default --jobs, and FILE
+alone, and adds a target line: the outputs byte-identical (or which differ). A benchmark, not a test: it
+prints figures, and stops only when a tool fails or when warm and cold outputs differ.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ TORCHLINT = BIN / "torchlint"
 RUFF = BIN / "ruff"
 TORCHFIX = BENCH / ".venv-torchfix" / "bin" / "torchfix"
 ARGS = ("--output-format", "concise", "--exit-zero", "-q", "--show-phase2-count")
+COMPARED = ("--select", "ALL", "--output-format", "json", "--exit-zero", "--no-cache")
 # Every tool runs as installed: with its bytecode compiled once and reused (pip compiles an installed
 # package's; an environment that forbids writing it would charge torchlint's editable checkout a compile of
 # its modules, about 0.2 s, on every run).
@@ -208,7 +211,20 @@ def verdict(label: str, value: str, met: bool) -> None:
     print(f"  {label:<58}{value}: {'met' if met else 'NOT MET'}")
 
 
-def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path) -> None:
+def same_output(tree: Path, one: str, exe: Path, reference: Path) -> list[str]:
+    """The checks whose whole output (--select ALL JSON, fixes included, no cache) differs between `exe`
+    and `reference`: the tree with `-j 1`, with the default --jobs, and FILE alone."""
+    differing = []
+    for label, args in (("tree -j 1", [".", "-j", "1"]), ("tree", ["."]), (one, [one])):
+        outputs = [
+            measure([str(build), "check", *COMPARED, *args], tree).stdout for build in (exe, reference)
+        ]
+        if outputs[0] != outputs[1]:
+            differing.append(label)
+    return differing
+
+
+def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path, reference: Path | None) -> None:
     tree = copy_tree(source)
     files, lines = size_of(tree)
     single = tree / chosen if chosen else most_imported(tree)
@@ -242,6 +258,7 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path) -> None
     rows[f"{one} warm"] = best_of(repeat, lambda: after_whole_run(one, edit=False))
     rows[f"{one} edited"] = best_of(repeat, lambda: after_whole_run(one, edit=True))
     rows["tree, file edited"] = best_of(repeat, lambda: after_whole_run(".", edit=True))
+    differing = same_output(tree, one, exe, reference) if reference is not None else None
     ruff = ruff_cold(tree, repeat)
     torchfix = measure([str(TORCHFIX), "--select", "ALL", "."], tree) if TORCHFIX.exists() else None
 
@@ -265,6 +282,9 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path) -> None
     else:
         print("TorchFix: not measured (no bench/.venv-torchfix; bench/lint_speed.py creates it)")
     tree_targets(rows, one, ruff, torchfix)
+    if differing is not None:
+        same = not differing
+        verdict("output byte-identical to --same-output-as", ", ".join(differing) or "tree and FILE", same)
 
 
 def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None) -> None:
@@ -405,6 +425,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--torchlint", type=Path, default=TORCHLINT, help="the torchlint executable to time")
     parser.add_argument(
+        "--same-output-as",
+        type=Path,
+        help="another torchlint executable (an older checkout's) whose output each tree must reproduce",
+    )
+    parser.add_argument(
         "--growth",
         type=Path,
         action="append",
@@ -421,7 +446,8 @@ def main() -> None:
             sys.exit(f"{source}: not a folder")
     exe = options.torchlint.absolute()
     for source, chosen in trees:
-        bench_tree(source, chosen, options.repeat, exe)
+        reference = options.same_output_as.absolute() if options.same_output_as else None
+        bench_tree(source, chosen, options.repeat, exe, reference)
     for source in growth:
         bench_growth(source, options.repeat, exe)
 

@@ -75,6 +75,7 @@ class Project:
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._files: list[Path] | None = None
+        self._words: ImportWords | None = None  # what each file's import lines name, once asked
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
 
     def dependencies(self, file: Path) -> set[Path]:
@@ -240,10 +241,9 @@ class Project:
         self._depends.setdefault(path, set()).add(ALL_FILES)
         if path not in self._importers:
             found = set()
-            for file, data in self._project_bytes().items():
-                if file == path or not _may_import(data, path):
-                    continue
-                if path in self._imported_files(file, data):
+            everything = self._project_bytes()
+            for file in self._import_words().may_import(path, everything):
+                if file != path and path in self._imported_files(file, everything[file]):
                     found.add(file)
             self._importers[path] = sorted(found)
             self._save_summaries()
@@ -263,8 +263,10 @@ class Project:
         """What the project's `import ... as` statements call `name` (read from the files that could)."""
         if name not in self._aliases:
             found: set[str] = set()
-            for file, data in self._project_bytes().items():
-                if not _names(data, name) or not _AS.search(data):
+            everything = self._project_bytes()
+            for file in self._import_words().may_import_name(name, everything):
+                data = everything[file]
+                if not _AS.search(data):
                     continue
                 imports = self._imports(file, data)
                 if imports is not None:
@@ -272,6 +274,11 @@ class Project:
             self._aliases[name] = found
             self._save_summaries()
         return self._aliases[name]
+
+    def _import_words(self) -> ImportWords:
+        if self._words is None:
+            self._words = ImportWords(self._project_bytes())
+        return self._words
 
     def _imported_files(self, file: Path, data: bytes) -> set[Path]:
         """The project files `file`'s imports resolve to, resolved once per run."""
@@ -342,6 +349,52 @@ _AS = re.compile(rb"[\s\\]as[\s\\]")  # `name as alias`, also across a backslash
 _BARE_RELATIVE = re.compile(rb"from[\s\\]*\.+[\s\\]*import")  # `from . import x` imports `__init__.py`
 # An import whose names may be on another line than `import`: `from a import (` and a backslash continuation.
 _CONTINUED_IMPORT = re.compile(rb"import[ \t\f]*\(|(?:import|from)[^\n]*\\\r?$", re.MULTILINE)
+
+
+class ImportWords:
+    """The words every project file writes on its lines that hold the word `import`, read once per run: who
+    may import a module, or give one of its functions another name, is then a lookup, not a search of every
+    file's bytes for each question (a run asks one per file that defines a loader or a model: searching
+    was quadratic in the project's size, a quarter of a run of pytorch/examples copied eight times)."""
+
+    def __init__(self, everything: dict[Path, bytes]) -> None:
+        self.files: dict[bytes, list[Path]] = {}  # word -> the files with it on an import line
+        self.continued: list[Path] = []  # files with an import continued over lines: any may be theirs
+        self.bare_relative: list[Path] = []  # files with a `from . import`
+        for file, data in everything.items():
+            if b"import" not in data:
+                continue
+            words = {w for line in _IMPORT_LINE.findall(data) for w in _WORDS.findall(line)}
+            for word in words:
+                self.files.setdefault(word, []).append(file)
+            if _CONTINUED_IMPORT.search(data):
+                self.continued.append(file)
+            if _BARE_RELATIVE.search(data):
+                self.bare_relative.append(file)
+
+    def may_import(self, target: Path, everything: dict[Path, bytes]) -> list[Path]:
+        """The files for which `_may_import(their bytes, target)` holds, in the project's order."""
+        package = target.name == "__init__.py"
+        name = target.parent.name if package else target.stem
+        if not name.isascii():
+            return [file for file, data in everything.items() if _may_import(data, target)]
+        found = set(self.files.get(name.encode(), ()))
+        found.update(file for file in self.continued if _names(everything[file], name))
+        if package:
+            found.update(self.bare_relative)
+        return [file for file in everything if file in found]
+
+    def may_import_name(self, name: str, everything: dict[Path, bytes]) -> list[Path]:
+        """The files whose imports may write `name` (`from .loaders import build as build_loader`)."""
+        if not name.isascii():
+            return [file for file, data in everything.items() if _names(data, name)]
+        found = set(self.files.get(name.encode(), ()))
+        found.update(file for file in self.continued if _names(everything[file], name))
+        return [file for file in everything if file in found]
+
+
+_IMPORT_LINE = re.compile(rb"^[^\n]*import[^\n]*", re.MULTILINE)
+_WORDS = re.compile(rb"[A-Za-z0-9_]+")
 
 
 def _may_import(data: bytes, target: Path) -> bool:
