@@ -376,7 +376,10 @@ def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str
     Before Python 3.12 an expression inside an f-string may not use its quote or a backslash; a fix must
     write code valid on every Python the file supports, so it writes its strings within those limits.
     """
-    quotes: set[str] = set()
+    path = _path_to(statement, node)
+    if path is not None:
+        return {current.quote[0] for current in path if isinstance(current, cst.FormattedString)}
+    quotes: set[str] = set()  # `node` sits in a field that walk skips (whitespace): ask every child
 
     def holds(current: cst.CSTNode) -> bool:
         if current is node:
@@ -390,6 +393,28 @@ def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str
 
     holds(statement)
     return quotes
+
+
+def _path_to(statement: cst.CSTNode, node: cst.CSTNode) -> list[cst.CSTNode] | None:
+    """The nodes from `statement` down to `node`, `node` excluded (None: not found), by the fields that hold
+    nodes (LibCST's `children` builds a list of every child of every node it passes: most of a fix's time
+    in a long training function)."""
+    from torchlint.facts.syntax.walk import child_nodes
+
+    parents: dict[int, cst.CSTNode] = {}
+    todo = [statement]
+    while todo:
+        current = todo.pop()
+        if current is node:
+            path = []
+            while id(current) in parents:
+                current = parents[id(current)]
+                path.append(current)
+            return path[::-1]
+        for child in child_nodes(current):
+            parents[id(child)] = current
+            todo.append(child)
+    return None
 
 
 def _requoted(new: cst.CSTNode, forbidden: set[str]) -> cst.CSTNode:

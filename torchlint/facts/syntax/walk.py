@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.collect import _fields_of
 
 
 def statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -83,6 +84,18 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
         if isinstance(current, cst.Call):
             yield current
         stack.extend(reversed(current.children))
+
+
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes `node` holds in its fields, whitespace and punctuation skipped (as collect.py walks)."""
+    found: list[cst.CSTNode] = []
+    for name in _fields_of(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
 
 
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
