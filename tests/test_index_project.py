@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import line_of, project_facts
 from torchlint.facts.torch.training import TrainingAnalysis
-from torchlint.index.project import ImportWords, Project, _may_import, _statements
+from torchlint.index.project import ImportWords, Project, _statements
 
 FACTORY = """
     from torch.utils.data import DataLoader
@@ -255,24 +255,27 @@ def test_the_import_scan_finds_imports_wherever_statements_hold_them():
         "from train import main",
         "from .train import main",
         "x = 1; import pkg.train as t",
-        "from pkg import (\n    evaluate,\n    train,\n)",
+        "from pkg import (\n    evaluate,  # see eval() (and test())\n    train,\n)",
+        "from pkg import(evaluate,\n    train)",
+        "from pkg import \\\n    (evaluate,\n     train)",
         "import os, \\\n    train",
         "from \\\n    train import main",
+        "from pkg.\\\ntrain import main",
     ],
 )
 def test_a_file_that_may_import_a_module_is_scanned_however_the_import_is_written(text):
-    assert _may_import(text.encode(), Path("project/train.py"))
     file = Path("project/other.py")
     words = ImportWords({file: text.encode()})
     assert words.may_import(Path("project/train.py"), {file: text.encode()}) == [file]
+    assert words.may_import_name("train", {file: text.encode()}) == [file]
 
 
 def test_a_file_that_only_uses_the_word_of_a_module_name_is_not_scanned():
-    text = "import os\n\ndef train(model):\n    model.train()  # train mode\n"
-    assert not _may_import(text.encode(), Path("project/train.py"))
-    assert _may_import(text.encode() + b"from . import utils\n", Path("project/pkg/__init__.py"))
-    file = Path("project/other.py")
-    everything = {file: text.encode(), Path("project/pkg/use.py"): b"from . import utils\n"}
+    text = '"""How to train."""\nfrom os import (\n    path,\n)\n\ndef train(model):\n    model.train()  # train\n'
+    everything = {
+        Path("project/other.py"): text.encode(),
+        Path("project/pkg/use.py"): b"from . import utils\n",
+    }
     words = ImportWords(everything)
     assert words.may_import(Path("project/train.py"), everything) == []
     assert words.may_import(Path("project/pkg/__init__.py"), everything) == [Path("project/pkg/use.py")]

@@ -16,7 +16,6 @@ files that really use it, not every file that imports it.
 from __future__ import annotations
 
 import ast
-import functools
 import re
 import warnings
 from collections.abc import Collection, Iterable
@@ -347,39 +346,37 @@ class Project:
 
 _AS = re.compile(rb"[\s\\]as[\s\\]")  # `name as alias`, also across a backslash continuation
 _BARE_RELATIVE = re.compile(rb"from[\s\\]*\.+[\s\\]*import")  # `from . import x` imports `__init__.py`
-# An import whose names may be on another line than `import`: `from a import (` and a backslash continuation.
-_CONTINUED_IMPORT = re.compile(rb"import[ \t\f]*\(|(?:import|from)[^\n]*\\\r?$", re.MULTILINE)
 
 
 class ImportWords:
-    """The words every project file writes on its lines that hold the word `import`, read once per run: who
-    may import a module, or give one of its functions another name, is then a lookup, not a search of every
-    file's bytes for each question (a run asks one per file that defines a loader or a model: searching
-    was quadratic in the project's size, a quarter of a run of pytorch/examples copied eight times)."""
+    """The words each project file's import statements may write, read once per run from its bytes: the
+    words of every line that holds `import`, of every parenthesized name list after `import (` and of every
+    line a backslash continues from a line with `import` or `from` (an import's words are on such lines).
+    Who may import a module, or give one of its functions another name, is then a lookup, not a search of
+    every file's bytes for each question (a run asks one per file that defines a loader or a model:
+    searching was quadratic in the project's size, a quarter of a run of pytorch/examples copied eight
+    times), and a file that writes `train` in a docstring beside a parenthesized import is not parsed."""
 
     def __init__(self, everything: dict[Path, bytes]) -> None:
-        self.files: dict[bytes, list[Path]] = {}  # word -> the files with it on an import line
-        self.continued: list[Path] = []  # files with an import continued over lines: any may be theirs
+        self.files: dict[bytes, list[Path]] = {}  # word -> the files whose imports may write it
         self.bare_relative: list[Path] = []  # files with a `from . import`
         for file, data in everything.items():
             if b"import" not in data:
                 continue
-            words = {w for line in _IMPORT_LINE.findall(data) for w in _WORDS.findall(line)}
-            for word in words:
+            for word in _import_words(data):
                 self.files.setdefault(word, []).append(file)
-            if _CONTINUED_IMPORT.search(data):
-                self.continued.append(file)
             if _BARE_RELATIVE.search(data):
                 self.bare_relative.append(file)
 
     def may_import(self, target: Path, everything: dict[Path, bytes]) -> list[Path]:
-        """The files for which `_may_import(their bytes, target)` holds, in the project's order."""
+        """The files whose imports may resolve to `target`, in the project's order: a module name that
+        resolves to `x.py` or `x/__init__.py` ends in `x`; a bare relative `from . import y` resolves to
+        its package's `__init__.py`."""
         package = target.name == "__init__.py"
         name = target.parent.name if package else target.stem
-        if not name.isascii():
-            return [file for file, data in everything.items() if _may_import(data, target)]
+        if not name.isascii():  # it may be encoded otherwise in the bytes
+            return list(everything)
         found = set(self.files.get(name.encode(), ()))
-        found.update(file for file in self.continued if _names(everything[file], name))
         if package:
             found.update(self.bare_relative)
         return [file for file in everything if file in found]
@@ -387,50 +384,43 @@ class ImportWords:
     def may_import_name(self, name: str, everything: dict[Path, bytes]) -> list[Path]:
         """The files whose imports may write `name` (`from .loaders import build as build_loader`)."""
         if not name.isascii():
-            return [file for file, data in everything.items() if _names(data, name)]
+            return list(everything)
         found = set(self.files.get(name.encode(), ()))
-        found.update(file for file in self.continued if _names(everything[file], name))
         return [file for file in everything if file in found]
 
 
 _IMPORT_LINE = re.compile(rb"^[^\n]*import[^\n]*", re.MULTILINE)
+# `from a import (` (also after a backslash: `import \` then `(` on the next line)
+_PARENTHESIZED_IMPORT = re.compile(rb"import[ \t\f]*(?:\\\r?\n[ \t\f]*)*\(")
+# a line with `import` or `from` that a backslash continues, and the lines it continues
+_CONTINUED_LINES = re.compile(rb"^[^\n]*(?:import|from)[^\n]*\\\r?\n(?:[^\n]*\\\r?\n)*[^\n]*", re.MULTILINE)
 _WORDS = re.compile(rb"[A-Za-z0-9_]+")
 
 
-def _may_import(data: bytes, target: Path) -> bool:
-    """False only when no import in `data` can resolve to `target`: every module name an import writes that
-    resolves to `x.py` or `x/__init__.py` ends in `x`, on a line with the word `import` unless the import
-    continues over lines; except a bare relative `from . import y`, which resolves to its package's
-    `__init__.py`. (`train` is a word in most files of a training project; in few of their imports.)"""
-    package = target.name == "__init__.py"
-    name = target.parent.name if package else target.stem
-    if _names(data, name) and (
-        not name.isascii() or _CONTINUED_IMPORT.search(data) or _import_line(name.encode()).search(data)
-    ):
-        return True
-    return package and b"import" in data and _BARE_RELATIVE.search(data) is not None
+def _import_words(data: bytes) -> set[bytes]:
+    words = {word for line in _IMPORT_LINE.findall(data) for word in _WORDS.findall(line)}
+    for region in _CONTINUED_LINES.findall(data):
+        words.update(_WORDS.findall(region))
+    for opening in _PARENTHESIZED_IMPORT.finditer(data):
+        words.update(_WORDS.findall(data[opening.end() : _closing_parenthesis(data, opening.end())]))
+    return words
 
 
-def _names(data: bytes, name: str) -> bool:
-    """False only when `data` does not hold `name` as a whole word (`train`, not `pretrained`): an import
-    writes a name between dots, spaces, commas or brackets. A name that is not ASCII may be encoded
-    otherwise in `data`: it may be there."""
-    if not name.isascii():
-        return True
-    needle = name.encode()
-    return needle in data and _word(needle).search(data) is not None  # `in` first: many times faster
-
-
-@functools.lru_cache(maxsize=256)
-def _word(name: bytes) -> re.Pattern[bytes]:
-    return re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name) + rb"(?![A-Za-z0-9_])")
-
-
-@functools.lru_cache(maxsize=256)
-def _import_line(name: bytes) -> re.Pattern[bytes]:
-    """A line holding the word `import` and `name` as a word, in either order."""
-    word = _word(name).pattern
-    return re.compile(rb"^[^\n]*(?:import[^\n]*" + word + rb"|" + word + rb"[^\n]*import)", re.MULTILINE)
+def _closing_parenthesis(data: bytes, start: int) -> int:
+    """Where an import's name list that opens before `start` closes: its first `)` outside a comment (the
+    names hold no brackets or strings; a comment may hold anything)."""
+    position = start
+    while True:
+        closing = data.find(b")", position)
+        comment = data.find(b"#", position)
+        if closing < 0:
+            return len(data)
+        if comment < 0 or closing < comment:
+            return closing
+        line_end = data.find(b"\n", comment)
+        if line_end < 0:
+            return len(data)
+        position = line_end
 
 
 def _imports_of(data: bytes) -> FileSummary | None:

@@ -99,11 +99,13 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
-    """`target` is `node` or inside it (through all children: for small subtrees, as `calls_in`)."""
+    """`target` (an expression, a statement or a clause) is `node` or inside it. Through the fields that
+    hold nodes, which reach every expression and statement (tests/test_facts_walk.py checks it): asked
+    whether a loop holds a `with`, LibCST's `children` built the child list of every node of the loop."""
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
         if current is target:
             return True
-        stack.extend(current.children)
+        stack.extend(child_nodes(current))
     return False
