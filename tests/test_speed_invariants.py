@@ -221,3 +221,26 @@ def test_the_fixtures_output_is_byte_for_byte_the_recorded_one(fixtures_copy, mo
     if os.environ.get("TORCHLINT_RECORD_GOLDEN"):
         GOLDEN.write_text(result.output, encoding="utf-8")
     assert result.output == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_the_console_script_runs_its_command_without_the_collector_and_the_server_with_it(monkeypatch):
+    """A command of the console script keeps what it builds until the process ends: the collector stays off
+    for all of it (no pass between files, none at exit over frozen objects); the Language Server, which
+    drops each check's facts, turns it back on before serving."""
+    import gc
+
+    import torchlint.cli as cli
+    import torchlint.lsp as lsp
+
+    states: list[bool] = []
+    monkeypatch.setattr(cli, "main", lambda: states.append(gc.isenabled()))
+    monkeypatch.setattr(lsp, "serve", lambda: states.append(gc.isenabled()))
+    try:
+        cli.entry()
+        assert states == [False] and gc.get_freeze_count() > 0
+        gc.unfreeze()
+        CliRunner().invoke(cli.lsp, [])  # as `torchlint lsp` runs, with the collector off from `entry`
+        assert states == [False, True]
+    finally:
+        gc.unfreeze()
+        gc.enable()
