@@ -106,12 +106,15 @@ class Phase2:
         return self.checked - self.from_cache
 
 
-def measure(command: list[str], cwd: Path) -> Run:
+def measure(command: list[str], cwd: Path, output: bool = True) -> Run:
     """One run of `command`: wall clock, CPU of it and the workers it reaped, and its peak resident memory
-    (wait4's rusage: that process's own, or its largest reaped child's)."""
+    (wait4's rusage: that process's own, or its largest reaped child's). A child's peak is never below this
+    script's own at the moment it starts it (Linux starts it from this process's memory), so the output of
+    a tool that is not compared (ruff's is 39 MB on timm) is not read here: `output=False`."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, env=ENV)
+        sink = out if output else subprocess.DEVNULL
+        process = subprocess.Popen(command, cwd=cwd, stdout=sink, stderr=err, env=ENV)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -204,7 +207,7 @@ def clear_cache(tree: Path) -> None:
 
 def ruff_cold(tree: Path, repeat: int) -> Run:
     clear_cache(tree)
-    return best_of(repeat, partial(measure, [str(RUFF), *RUFF_ARGS], tree))
+    return best_of(repeat, partial(measure, [str(RUFF), *RUFF_ARGS], tree, output=False))
 
 
 def verdict(label: str, value: str, met: bool) -> None:
@@ -260,7 +263,7 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path, referen
     rows["tree, file edited"] = best_of(repeat, lambda: after_whole_run(".", edit=True))
     differing = same_output(tree, one, exe, reference) if reference is not None else None
     ruff = ruff_cold(tree, repeat)
-    torchfix = measure([str(TORCHFIX), "--select", "ALL", "."], tree) if TORCHFIX.exists() else None
+    torchfix = measure([str(TORCHFIX), "--select", "ALL", "."], tree, False) if TORCHFIX.exists() else None
 
     print(f"\n{source}  ({files} files, {lines} lines; one file: {one}; {exe})")
     width = max(36, *(len(name) + 12 for name in rows))
