@@ -2,9 +2,11 @@
 `didChange` -> `publishDiagnostics`, on a generated 1,000-line training script; `ruff server` side by side
 in the same run when ruff is installed next to this Python (or on PATH).
 
-Run: .venv/bin/python bench/lsp_latency.py [--runs 15] [--lines 1000]
+Run: .venv/bin/python bench/lsp_latency.py [--runs 15] [--lines 1000] [--file ROOT:FILE ...]
 Prints the median (and min/max) in ms per server and event; the target for torchlint is under 100 ms.
-Not a test.
+With --file, a real file of an extracted project instead (torchlint only): its first open, then each
+one-line edit to its diagnostics, where the other files its questions reach weigh (the target of the speed
+issue for an edited file: under 300 ms). Not a test.
 
 Both servers are driven by the same small JSON-RPC client over stdio. Each open is of a fresh URI with a
 text none of whose statements was seen before (the run number is in every class docstring), so neither the
@@ -221,6 +223,38 @@ def measure(command: list[str], folder: Path, lines: int, runs: int, options: di
     return times
 
 
+def measure_file(command: list[str], root: Path, file: Path, runs: int, options: dict) -> tuple[float, list]:
+    """A real file in its project: the first open (everything the file's questions reach is parsed), then
+    `runs` edits of it (a comment line appended), each timed from didChange to its diagnostics."""
+    client = Client(command, root)
+    client.request(
+        "initialize",
+        {
+            "processId": None,
+            "rootUri": root.as_uri(),
+            "capabilities": {"textDocument": {"publishDiagnostics": {"versionSupport": True}}},
+            "initializationOptions": options,
+        },
+    )
+    client.send({"method": "initialized", "params": {}})
+    uri, text = file.as_uri(), file.read_text()
+    start = time.perf_counter()
+    document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
+    client.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
+    client.wait(published(uri))
+    opened = time.perf_counter() - start
+    changes = []
+    for version in range(2, runs + 2):
+        start = time.perf_counter()
+        change = {"text": f"{text}\n# edit {version}\n"}
+        params = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}
+        client.send({"method": "textDocument/didChange", "params": params})
+        client.wait(published(uri, version))
+        changes.append((time.perf_counter() - start) * 1000)
+    client.close()
+    return opened * 1000, changes
+
+
 def ruff_command() -> list[str] | None:
     local = Path(sys.executable).parent / "ruff"
     found = str(local) if local.exists() else shutil.which("ruff")
@@ -231,7 +265,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--lines", type=int, default=1000)
+    parser.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="ROOT:FILE",
+        help="a real file (FILE, relative to its project ROOT) to open and edit instead (once or more)",
+    )
     args = parser.parse_args()
+    if args.file:
+        for item in args.file:
+            root, _, name = item.partition(":")
+            command = [sys.executable, "-m", "torchlint", "lsp"]
+            opened, changes = measure_file(
+                command, Path(root).resolve(), Path(root, name).resolve(), args.runs, {"debounceMs": 0}
+            )
+            median = statistics.median(changes)
+            print(
+                f"torchlint lsp  {name}: didOpen {opened:.0f} ms, didChange median {median:.0f} ms"
+                f" (min {min(changes):.0f}, max {max(changes):.0f}) over {args.runs} edits"
+            )
+        return
     text = training_script(args.lines, salt=" (run 0)")
     servers = [("torchlint lsp", [sys.executable, "-m", "torchlint", "lsp"], {"debounceMs": 0})]
     ruff = ruff_command()

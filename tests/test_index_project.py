@@ -388,3 +388,40 @@ def test_a_symlink_loop_in_the_project_is_skipped_by_the_importer_scan(tmp_path)
     (tmp_path / "loop_b.py").symlink_to(tmp_path / "loop_a.py")
     project = Project(tmp_path)
     assert project.importers_of(tmp_path / "data.py") == [(tmp_path / "train.py").resolve()]
+
+
+def test_a_scan_by_content_is_kept_within_its_budget_of_bytes():
+    from torchlint.index.project import ByContent
+
+    calls: list[bytes] = []
+    scan = ByContent(lambda data: calls.append(data) or len(data), limit=10)
+    assert [scan(b"aaaa"), scan(b"bbbb"), scan(b"aaaa")] == [4, 4, 4]
+    assert calls == [b"aaaa", b"bbbb"]  # the second `aaaa` was kept
+    scan(b"cccc")  # 12 bytes kept: the least recently used, `bbbb`, goes
+    scan(b"aaaa")
+    scan(b"bbbb")
+    assert calls == [b"aaaa", b"bbbb", b"cccc", b"bbbb"]
+
+
+def test_the_linters_parser_parses_the_other_files_of_the_project(tmp_path):
+    """The Language Server's parser keeps unchanged statements between checks: the project's other files go
+    through it too, not only the buffer."""
+    from torchlint.linter import Linter
+    from torchlint.workspace.settings import Settings
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "engine.py").write_text(textwrap.dedent(TRAIN).replace("from data import build_loader\n", ""))
+    script = "import torch\nfrom engine import main\nmodel = torch.nn.Linear(2, 2)\n"
+    script += "main(model, torch.optim.SGD(model.parameters()), [])\n"
+    (tmp_path / "train.py").write_text(script)
+    seen: list[str] = []
+
+    def parse(text):
+        seen.append(text)
+        return cst.parse_module(text)
+
+    import libcst as cst
+
+    linter = Linter(parse=parse)
+    linter.check_text(str(tmp_path / "train.py"), script, Settings())
+    assert seen == [script, (tmp_path / "engine.py").read_text()]

@@ -82,3 +82,23 @@ def test_an_edit_parses_only_the_statement_it_changed(monkeypatch):
 def test_a_repeated_statement_gets_nodes_of_its_own():
     module = _assert_same("x = 1\nx = 1\n")
     assert module.body[0] is not module.body[1]
+
+
+def test_a_text_seen_before_comes_back_without_any_parse(monkeypatch):
+    """Every check is a run, which parses the other files its questions reach again: their unchanged
+    texts come back as they were, not even split by CPython's parser."""
+    parser = StatementParser()
+    text = "import torch\n\n\ndef f():\n    return 1\n"
+    first = parser(text)
+    import torchlint.lsp.parsing as parsing
+
+    monkeypatch.setattr(parsing, "split", lambda text: pytest.fail("parsed again"))
+    assert parser(text) is first
+
+
+def test_the_texts_kept_whole_stay_within_their_budget():
+    parser = StatementParser(texts=30)
+    texts = [f"x = {n}\ny = {n}\n" for n in range(10, 20)]  # 12 characters each
+    for text in texts:
+        parser(text)
+    assert list(parser._modules) == texts[-2:]

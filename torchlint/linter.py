@@ -73,7 +73,7 @@ class Linter:
 
         root = self.index_root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root, self.fs, self.import_summaries(root))
+            self._projects[root] = Project(root, self.fs, self.import_summaries(root), self.parse)
         return self._projects[root]
 
     def root_of(self, folder: Path) -> Path:

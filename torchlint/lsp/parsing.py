@@ -28,11 +28,28 @@ _INDENTED_COMMENT = re.compile(r"[ \t]+#")
 
 
 class StatementParser:
-    def __init__(self, size: int = 20000) -> None:
+    def __init__(self, size: int = 20000, texts: int = 32_000_000) -> None:
         self.size = size  # chunks kept (a few per open buffer's statement)
         self._chunks: OrderedDict[str, cst.Module] = OrderedDict()
+        # Whole texts seen unchanged: the other files of the project, which every check parses again (a
+        # check is a run). Their module comes back as it is, without CPython's parse that splits it. Kept
+        # up to `texts` characters of text (their trees share the chunks' nodes).
+        self.texts = texts
+        self._modules: OrderedDict[str, cst.Module] = OrderedDict()
+        self._kept = 0
 
     def __call__(self, text: str) -> cst.Module:
+        found = self._modules.get(text)
+        if found is not None:
+            self._modules.move_to_end(text)
+            return found
+        found = self._modules[text] = self._assembled(text)
+        self._kept += len(text)
+        while self._kept > self.texts and len(self._modules) > 1:
+            self._kept -= len(self._modules.popitem(last=False)[0])
+        return found
+
+    def _assembled(self, text: str) -> cst.Module:
         chunks = split(text)
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
