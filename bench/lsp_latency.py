@@ -166,6 +166,22 @@ class Client:
             self.process.kill()
 
 
+def started(command: list[str], root: Path, options: dict) -> Client:
+    """A server on `root`, initialized."""
+    client = Client(command, root)
+    client.request(
+        "initialize",
+        {
+            "processId": None,
+            "rootUri": root.as_uri(),
+            "capabilities": {"textDocument": {"publishDiagnostics": {"versionSupport": True}}},
+            "initializationOptions": options,
+        },
+    )
+    client.send({"method": "initialized", "params": {}})
+    return client
+
+
 def published(uri: str, version: int | None = None):
     def matches(message: dict) -> bool:
         if message.get("method") != "textDocument/publishDiagnostics" or message["params"]["uri"] != uri:
@@ -176,17 +192,7 @@ def published(uri: str, version: int | None = None):
 
 
 def measure(command: list[str], folder: Path, lines: int, runs: int, options: dict) -> dict[str, list[float]]:
-    client = Client(command, folder)
-    client.request(
-        "initialize",
-        {
-            "processId": None,
-            "rootUri": folder.as_uri(),
-            "capabilities": {"textDocument": {"publishDiagnostics": {"versionSupport": True}}},
-            "initializationOptions": options,
-        },
-    )
-    client.send({"method": "initialized", "params": {}})
+    client = started(command, folder, options)
     times: dict[str, list[float]] = {"didOpen": [], "didChange": [], "findings": []}
     for run in range(runs + 1):  # run 0 warms up
         uri = (folder / f"train_{run}.py").as_uri()
@@ -226,17 +232,7 @@ def measure(command: list[str], folder: Path, lines: int, runs: int, options: di
 def measure_file(command: list[str], root: Path, file: Path, runs: int, options: dict) -> tuple[float, list]:
     """A real file in its project: the first open (everything the file's questions reach is parsed), then
     `runs` edits of it (a comment line appended), each timed from didChange to its diagnostics."""
-    client = Client(command, root)
-    client.request(
-        "initialize",
-        {
-            "processId": None,
-            "rootUri": root.as_uri(),
-            "capabilities": {"textDocument": {"publishDiagnostics": {"versionSupport": True}}},
-            "initializationOptions": options,
-        },
-    )
-    client.send({"method": "initialized", "params": {}})
+    client = started(command, root, options)
     uri, text = file.as_uri(), file.read_text()
     start = time.perf_counter()
     document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
