@@ -403,9 +403,9 @@ def test_a_scan_by_content_is_kept_within_its_budget_of_bytes():
     assert calls == [b"aaaa", b"bbbb", b"cccc", b"bbbb"]
 
 
-def test_the_linters_parser_parses_the_other_files_of_the_project(tmp_path):
-    """The Language Server's parser keeps unchanged statements between checks: the project's other files go
-    through it too, not only the buffer."""
+def test_the_linters_parser_of_other_files_parses_the_other_files_of_the_project(tmp_path):
+    """The Language Server keeps the other files' modules between checks: they go through the parser it
+    gives for them, not through the buffer's."""
     from torchlint.linter import Linter
     from torchlint.workspace.settings import Settings
 
@@ -422,6 +422,21 @@ def test_the_linters_parser_parses_the_other_files_of_the_project(tmp_path):
 
     import libcst as cst
 
-    linter = Linter(parse=parse)
+    linter = Linter(parse_other=parse)
     linter.check_text(str(tmp_path / "train.py"), script, Settings())
-    assert seen == [script, (tmp_path / "engine.py").read_text()]
+    assert seen == [(tmp_path / "engine.py").read_text()]
+
+
+def test_two_files_with_one_text_never_share_a_module_in_one_run(tmp_path):
+    """A cache of modules by text would hand two copies of a file one tree: analyses that key nodes by
+    identity would then take one file's classes for the other's."""
+    from torchlint.lsp.parsing import TextCache
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "model.py").write_text("class Net:\n    pass\n")
+    project = Project(tmp_path, parse=TextCache())
+    first = project.facts_for(tmp_path / "a" / "model.py")
+    second = project.facts_for(tmp_path / "b" / "model.py")
+    assert first.module is not second.module
+    assert first.module.deep_equals(second.module)

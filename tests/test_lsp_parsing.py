@@ -10,7 +10,7 @@ from support import FIXTURES
 from test_spans import LAYOUTS
 
 from torchlint._lazy import cst
-from torchlint.lsp.parsing import StatementParser
+from torchlint.lsp.parsing import StatementParser, TextCache
 
 MORE_LAYOUTS = {
     "comments indented under a block, then blank lines": (
@@ -84,21 +84,19 @@ def test_a_repeated_statement_gets_nodes_of_its_own():
     assert module.body[0] is not module.body[1]
 
 
-def test_a_text_seen_before_comes_back_without_any_parse(monkeypatch):
+def test_another_files_text_seen_before_comes_back_without_any_parse(monkeypatch):
     """Every check is a run, which parses the other files its questions reach again: their unchanged
-    texts come back as they were, not even split by CPython's parser."""
-    parser = StatementParser()
+    texts come back as they were."""
+    cache = TextCache()
     text = "import torch\n\n\ndef f():\n    return 1\n"
-    first = parser(text)
-    import torchlint.lsp.parsing as parsing
-
-    monkeypatch.setattr(parsing, "split", lambda text: pytest.fail("parsed again"))
-    assert parser(text) is first
+    first = cache(text)
+    monkeypatch.setattr(cst, "parse_module", lambda *a, **k: pytest.fail("parsed again"))
+    assert cache(text) is first
 
 
 def test_the_texts_kept_whole_stay_within_their_budget():
-    parser = StatementParser(texts=30)
+    cache = TextCache(texts=30)
     texts = [f"x = {n}\ny = {n}\n" for n in range(10, 20)]  # 12 characters each
     for text in texts:
-        parser(text)
-    assert list(parser._modules) == texts[-2:]
+        cache(text)
+    assert list(cache._modules) == texts[-2:]

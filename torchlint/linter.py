@@ -47,14 +47,18 @@ class Linter:
         prefilter: bool = True,
         fs: FileSystem | None = None,
         parse: Callable[[str], cst.Module] | None = None,
+        parse_other: Callable[[str], cst.Module] | None = None,
     ) -> None:
         # `rule_classes` replaces the discovered rules (tests use it for rules of their own).
         # `parse`: the checked text's LibCST parse (`cst.parse_module` by default; the Language Server
         # passes one that re-parses only the statements an edit changed, and gives the same module).
+        # `parse_other`: the parse of the project's other files, which questions reach (the same default;
+        # the Language Server's keeps the modules of unchanged texts from one check to the next).
         # `fs`: what the run's projects and root lookups read through (the real file system by default;
         # torchlint.api.run passes its own, recording for a replayable run).
         self.fs = fs if fs is not None else FileSystem()
         self.parse = parse
+        self.parse_other = parse_other
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.from_cache = 0
@@ -73,7 +77,7 @@ class Linter:
 
         root = self.index_root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root, self.fs, self.import_summaries(root), self.parse)
+            self._projects[root] = Project(root, self.fs, self.import_summaries(root), self.parse_other)
         return self._projects[root]
 
     def root_of(self, folder: Path) -> Path:

@@ -67,10 +67,11 @@ class Project:
         # Every file the index reads, lists or looks for is asked of `fs` (the run's; else the real one).
         self.fs = fs if fs is not None else FileSystem()
         self.summaries = summaries  # None: every scan parses every file
-        # How other files are parsed: the Language Server's parser keeps their unchanged statements between
+        # How other files are parsed: the Language Server's keeps the modules of unchanged texts between
         # checks (each keystroke's check is a new run: without it, every module the buffer's questions
         # reach was parsed again, most of a check of timm's train.py).
         self.parse = parse if parse is not None else cst.parse_module
+        self._parsed: set[int] = set()  # ids of the modules handed out in this run
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
@@ -218,6 +219,9 @@ class Project:
         try:
             source = SourceFile.read(path, self.fs)
             module = self.parse(source.text)
+            if id(module) in self._parsed:  # two files with one text: their nodes must not be shared
+                module = cst.parse_module(source.text)
+            self._parsed.add(id(module))
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
         return SourceModule(_display(path), source.text, module, project=self, file=path)

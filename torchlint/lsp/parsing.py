@@ -28,28 +28,11 @@ _INDENTED_COMMENT = re.compile(r"[ \t]+#")
 
 
 class StatementParser:
-    def __init__(self, size: int = 20000, texts: int = 32_000_000) -> None:
+    def __init__(self, size: int = 20000) -> None:
         self.size = size  # chunks kept (a few per open buffer's statement)
         self._chunks: OrderedDict[str, cst.Module] = OrderedDict()
-        # Whole texts seen unchanged: the other files of the project, which every check parses again (a
-        # check is a run). Their module comes back as it is, without CPython's parse that splits it. Kept
-        # up to `texts` characters of text (their trees share the chunks' nodes).
-        self.texts = texts
-        self._modules: OrderedDict[str, cst.Module] = OrderedDict()
-        self._kept = 0
 
     def __call__(self, text: str) -> cst.Module:
-        found = self._modules.get(text)
-        if found is not None:
-            self._modules.move_to_end(text)
-            return found
-        found = self._modules[text] = self._assembled(text)
-        self._kept += len(text)
-        while self._kept > self.texts and len(self._modules) > 1:
-            self._kept -= len(self._modules.popitem(last=False)[0])
-        return found
-
-    def _assembled(self, text: str) -> cst.Module:
         chunks = split(text)
         if chunks is None or len(chunks) < 2:
             return cst.parse_module(text)
@@ -69,6 +52,33 @@ class StatementParser:
                 self._chunks.popitem(last=False)
         else:
             self._chunks.move_to_end(chunk)
+        return found
+
+
+class TextCache:
+    """LibCST's parse of the project's other files, kept by their whole text from one check to the next.
+
+    Every check is a run, and parses again the other files its questions reach (the modules a script
+    imports, the scripts that import a model file): most of a keystroke's check in a real project. Their
+    texts rarely change, so each comes back as the module parsed before, up to `texts` characters of text
+    (least recently used out first). Never assembled from shared statements: the project index hands one
+    module to one file per run (two files with one text get a parse each).
+    """
+
+    def __init__(self, texts: int = 32_000_000) -> None:
+        self.texts = texts
+        self._modules: OrderedDict[str, cst.Module] = OrderedDict()
+        self._kept = 0
+
+    def __call__(self, text: str) -> cst.Module:
+        found = self._modules.get(text)
+        if found is not None:
+            self._modules.move_to_end(text)
+            return found
+        found = self._modules[text] = cst.parse_module(text)
+        self._kept += len(text)
+        while self._kept > self.texts and len(self._modules) > 1:
+            self._kept -= len(self._modules.popitem(last=False)[0])
         return found
 
 
