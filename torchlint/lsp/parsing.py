@@ -61,11 +61,13 @@ class TextCache:
     Every check is a run, and parses again the other files its questions reach (the modules a script
     imports, the scripts that import a model file): most of a keystroke's check in a real project. Their
     texts rarely change, so each comes back as the module parsed before, up to `texts` characters of text
-    (least recently used out first). Never assembled from shared statements: the project index hands one
-    module to one file per run (two files with one text get a parse each).
+    (least recently used out first; a tree takes about 27 bytes per character of its text, so the default
+    keeps at most about 200 MB, and a check usually reaches a few hundred KB of other files). Never
+    assembled from shared statements: the project index hands one module to one file per run (two files
+    with one text get a parse each).
     """
 
-    def __init__(self, texts: int = 32_000_000) -> None:
+    def __init__(self, texts: int = 8_000_000) -> None:
         self.texts = texts
         self._modules: OrderedDict[str, cst.Module] = OrderedDict()
         self._kept = 0
