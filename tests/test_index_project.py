@@ -261,6 +261,8 @@ def test_the_import_scan_finds_imports_wherever_statements_hold_them():
         "import os, \\\n    train",
         "from \\\n    train import main",
         "from pkg.\\\ntrain import main",
+        "from pkg import \\\r(\n    train,\n)",  # a backslash before a lone CR continues the line too
+        "from pkg import (evaluate,\r\n    train)",
     ],
 )
 def test_a_file_that_may_import_a_module_is_scanned_however_the_import_is_written(text):
@@ -440,3 +442,15 @@ def test_two_files_with_one_text_never_share_a_module_in_one_run(tmp_path):
     second = project.facts_for(tmp_path / "b" / "model.py")
     assert first.module is not second.module
     assert first.module.deep_equals(second.module)
+
+
+def test_a_file_with_a_coding_declaration_is_always_built_for_a_name(tmp_path, parsed):
+    """CPython's parser and the facts may decode such a file differently (`\\r# coding: utf-7`): its
+    summary cannot rule a name out."""
+    (tmp_path / "plain.py").write_text("x = 1\n")
+    (tmp_path / "declared.py").write_text("# -*- coding: utf-8 -*-\nx = 1\n")
+    project = Project(tmp_path)
+    requester = tmp_path / "train.py"
+    assert project.facts_binding(tmp_path / "plain.py", "Net", "class", requester) is None
+    assert project.facts_binding(tmp_path / "declared.py", "Net", "class", requester) is not None
+    assert parsed == ["declared.py"]

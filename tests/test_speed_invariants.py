@@ -226,13 +226,14 @@ def test_the_fixtures_output_is_byte_for_byte_the_recorded_one(fixtures_copy, mo
 def test_the_console_script_runs_its_command_without_the_collector_and_the_server_with_it(monkeypatch):
     """A command of the console script keeps what it builds until the process ends: the collector stays off
     for all of it (no pass between files, none at exit over frozen objects); the Language Server, which
-    drops each check's facts, turns it back on before serving."""
+    drops each check's facts, and a run that fixes, whose passes leave cycles behind, turn it back on."""
     import gc
 
     import torchlint.cli as cli
     import torchlint.lsp as lsp
 
     states: list[bool] = []
+    command = cli.main
     monkeypatch.setattr(cli, "main", lambda: states.append(gc.isenabled()))
     monkeypatch.setattr(lsp, "serve", lambda: states.append(gc.isenabled()))
     try:
@@ -241,6 +242,11 @@ def test_the_console_script_runs_its_command_without_the_collector_and_the_serve
         gc.unfreeze()
         CliRunner().invoke(cli.lsp, [])  # as `torchlint lsp` runs, with the collector off from `entry`
         assert states == [False, True]
+        gc.disable()  # as `entry` leaves it: a run that fixes turns it back on
+        result = CliRunner().invoke(
+            command, ["--fix", "--no-cache", "--select", "TL304", "-"], input="x = 1\n"
+        )
+        assert result.exit_code == 0 and gc.isenabled()
     finally:
         gc.unfreeze()
         gc.enable()

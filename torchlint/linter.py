@@ -288,7 +288,8 @@ def _without_cyclic_gc() -> Iterator[None]:
     each full pass of the collector walked all of them again and found almost nothing to free. That was 19%
     of a one-file check of yolov5's models/common.py and 22% of timm's whole tree with `-j 1`, at the same
     peak memory without it. The collector is back on between files (and in the Language Server
-    between checks), where its next pass frees what one check left in cycles."""
+    between checks), where its next pass frees what one check left in cycles; a `torchlint` command that
+    only checks keeps it off throughout (`cli.entry`), and then this leaves it off."""
     if not gc.isenabled():
         yield
         return

@@ -205,12 +205,18 @@ class Project:
         return self.facts_for(resolved, requester)
 
     def _summary_of(self, path: Path) -> FileSummary | None:
+        """The summary of `path` where CPython's parser reads its bytes as the facts' decoding does (None:
+        unknown). A coding declaration is the one place they may differ: tokenize ends its first two
+        lines at `\n` only, CPython also at a lone `\r` (`\r# coding: utf-7` is UTF-7 to one of them)."""
         data = self._bytes.get(path) if self._bytes is not None else None
         if data is None:
             try:
                 data = self.fs.read_bytes(path)
             except OSError:
                 return None
+        second_line_end = data.find(b"\n", data.find(b"\n") + 1)
+        if b"coding" in (data if second_line_end < 0 else data[:second_line_end]):
+            return None
         return self._imports(path, data)
 
     def _build(self, path: Path) -> SourceModule | None:
@@ -410,10 +416,8 @@ class ImportWords:
 
 
 _IMPORT_LINE = re.compile(rb"^[^\n]*import[^\n]*", re.MULTILINE)
-# `from a import (` (also after a backslash: `import \` then `(` on the next line)
-_PARENTHESIZED_IMPORT = re.compile(rb"import[ \t\f]*(?:\\\r?\n[ \t\f]*)*\(")
-# a line with `import` or `from` that a backslash continues, and the lines it continues
-_CONTINUED_LINES = re.compile(rb"^[^\n]*(?:import|from)[^\n]*\\\r?\n(?:[^\n]*\\\r?\n)*[^\n]*", re.MULTILINE)
+# `from a import (`, also after a backslash that continues the line (before `\n`, `\r\n` or a lone `\r`)
+_PARENTHESIZED_IMPORT = re.compile(rb"import[ \t\f]*(?:\\(?:\r\n|\r|\n)[ \t\f]*)*\(")
 _WORDS = re.compile(rb"[A-Za-z0-9_]+")
 
 
@@ -445,11 +449,27 @@ class ByContent:
 
 def _words_of_imports(data: bytes) -> frozenset[bytes]:
     words = {word for line in _IMPORT_LINE.findall(data) for word in _WORDS.findall(line)}
-    for region in _CONTINUED_LINES.findall(data):
-        words.update(_WORDS.findall(region))
+    if b"\\\n" in data or b"\\\r\n" in data:
+        words.update(_continued_words(data))
+    last_closing = data.rfind(b")")
     for opening in _PARENTHESIZED_IMPORT.finditer(data):
-        words.update(_WORDS.findall(data[opening.end() : _closing_parenthesis(data, opening.end())]))
+        end = _closing_parenthesis(data, opening.end()) if opening.end() <= last_closing else len(data)
+        words.update(_WORDS.findall(data[opening.end() : end]))
     return frozenset(words)
+
+
+def _continued_words(data: bytes) -> set[bytes]:
+    """The words of each line that a backslash continues from a line with `import` or `from`, the lines
+    it continues included: one pass over the lines (a pattern that looked for `import` anywhere on a line
+    before its backslash took seconds on one long line of prose)."""
+    words: set[bytes] = set()
+    continuing = False
+    for line in data.split(b"\n"):
+        ends = line.endswith((b"\\", b"\\\r"))
+        if continuing or (ends and (b"import" in line or b"from" in line)):
+            words.update(_WORDS.findall(line))
+            continuing = ends
+    return words
 
 
 _import_words: Callable[[bytes], frozenset[bytes]] = ByContent(_words_of_imports)
@@ -478,7 +498,7 @@ def _summary_of_bytes(data: bytes) -> FileSummary | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     summary = FileSummary([], [], [], [])
     names, aliases, functions = summary.imports, summary.aliases, summary.functions
