@@ -251,6 +251,9 @@ def measure_file(command: list[str], root: Path, file: Path, runs: int, options:
     return opened * 1000, changes
 
 
+TORCHLINT_LSP = [sys.executable, "-m", "torchlint", "lsp"]
+
+
 def ruff_command() -> list[str] | None:
     local = Path(sys.executable).parent / "ruff"
     found = str(local) if local.exists() else shutil.which("ruff")
@@ -272,9 +275,8 @@ def main() -> None:
     if args.file:
         for item in args.file:
             root, _, name = item.partition(":")
-            command = [sys.executable, "-m", "torchlint", "lsp"]
             opened, changes = measure_file(
-                command, Path(root).resolve(), Path(root, name).resolve(), args.runs, {"debounceMs": 0}
+                TORCHLINT_LSP, Path(root).resolve(), Path(root, name).resolve(), args.runs, {"debounceMs": 0}
             )
             median = statistics.median(changes)
             print(
@@ -283,7 +285,7 @@ def main() -> None:
             )
         return
     text = training_script(args.lines, salt=" (run 0)")
-    servers = [("torchlint lsp", [sys.executable, "-m", "torchlint", "lsp"], {"debounceMs": 0})]
+    servers = [("torchlint lsp", TORCHLINT_LSP, {"debounceMs": 0})]
     ruff = ruff_command()
     if ruff is None:
         print("ruff is not installed here: measuring torchlint only")

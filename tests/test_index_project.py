@@ -393,7 +393,7 @@ def test_a_symlink_loop_in_the_project_is_skipped_by_the_importer_scan(tmp_path)
 
 
 def test_a_scan_by_content_is_kept_within_its_budget_of_bytes():
-    from torchlint.index.project import ByContent
+    from torchlint.memo import ByContent
 
     calls: list[bytes] = []
     scan = ByContent(lambda data: calls.append(data) or len(data), limit=10)
@@ -432,12 +432,12 @@ def test_the_linters_parser_of_other_files_parses_the_other_files_of_the_project
 def test_two_files_with_one_text_never_share_a_module_in_one_run(tmp_path):
     """A cache of modules by text would hand two copies of a file one tree: analyses that key nodes by
     identity would then take one file's classes for the other's."""
-    from torchlint.lsp.parsing import TextCache
+    from torchlint.lsp.parsing import text_cache
 
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "model.py").write_text("class Net:\n    pass\n")
-    project = Project(tmp_path, parse=TextCache())
+    project = Project(tmp_path, parse=text_cache())
     first = project.facts_for(tmp_path / "a" / "model.py")
     second = project.facts_for(tmp_path / "b" / "model.py")
     assert first.module is not second.module

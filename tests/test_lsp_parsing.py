@@ -10,7 +10,7 @@ from support import FIXTURES
 from test_spans import LAYOUTS
 
 from torchlint._lazy import cst
-from torchlint.lsp.parsing import StatementParser, TextCache
+from torchlint.lsp.parsing import StatementParser, text_cache
 
 MORE_LAYOUTS = {
     "comments indented under a block, then blank lines": (
@@ -87,7 +87,7 @@ def test_a_repeated_statement_gets_nodes_of_its_own():
 def test_another_files_text_seen_before_comes_back_without_any_parse(monkeypatch):
     """Every check is a run, which parses the other files its questions reach again: their unchanged
     texts come back as they were."""
-    cache = TextCache()
+    cache = text_cache()
     text = "import torch\n\n\ndef f():\n    return 1\n"
     first = cache(text)
     monkeypatch.setattr(cst, "parse_module", lambda *a, **k: pytest.fail("parsed again"))
@@ -95,8 +95,8 @@ def test_another_files_text_seen_before_comes_back_without_any_parse(monkeypatch
 
 
 def test_the_texts_kept_whole_stay_within_their_budget():
-    cache = TextCache(texts=30)
+    cache = text_cache(texts=30)
     texts = [f"x = {n}\ny = {n}\n" for n in range(10, 20)]  # 12 characters each
     for text in texts:
         cache(text)
-    assert list(cache._modules) == texts[-2:]
+    assert list(cache._results) == texts[-2:]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 from torchlint._lazy import cst
+from torchlint.memo import ByContent
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
@@ -70,7 +71,8 @@ class Project:
         # How other files are parsed: the Language Server's keeps the modules of unchanged texts between
         # checks (each keystroke's check is a new run: without it, every module the buffer's questions
         # reach was parsed again, most of a check of timm's train.py).
-        self.parse = parse if parse is not None else cst.parse_module
+        self.parse = parse  # None: `cst.parse_module` (named only when a file is built: importing LibCST
+        # costs a run that parses nothing a quarter of a second)
         self._parsed: set[int] = set()  # ids of the modules handed out in this run
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
@@ -176,10 +178,14 @@ class Project:
             return None
         return built
 
+    def _consults(self, requester: Path, path: Path) -> None:
+        """`requester`'s analysis depends on `path` (resolved) from now on."""
+        self._depends.setdefault(self._real(requester), set()).add(path)
+
     def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         path = self._real(path)
         if requester is not None:
-            self._depends.setdefault(self._real(requester), set()).add(path)
+            self._consults(requester, path)
         if path not in self._facts:
             self._facts[path] = None  # while building: a cycle of imports sees "unknown"
             self._facts[path] = self._build(path)
@@ -192,15 +198,16 @@ class Project:
         "function": a def or an import, which may re-export one); None, without parsing `path` with LibCST,
         where its `ast` summary shows it binds no such name. Most names a call resolves to in another
         module are not what the question wants (a function where a class is asked for, a constant): such an
-        answer then costs an `ast` parse (once per content, when the run has a cache), not the module's
-        facts and the questions they raise. The answer still depends on `path`'s content (recorded)."""
+        answer then costs an `ast` parse (once per content and process; kept between runs with a cache),
+        not the module's facts and the questions they raise. It still depends on `path`'s content
+        (recorded)."""
         resolved = self._real(path)
         if resolved not in self._facts and name.isascii():  # `ast` normalises other names (NFKC)
             summary = self._summary_of(resolved)
             if summary is not None and name not in (
                 summary.classes if kind == "class" else summary.functions
             ):
-                self._depends.setdefault(self._real(requester), set()).add(resolved)
+                self._consults(requester, resolved)
                 return None
         return self.facts_for(resolved, requester)
 
@@ -224,7 +231,7 @@ class Project:
 
         try:
             source = SourceFile.read(path, self.fs)
-            module = self.parse(source.text)
+            module = (self.parse or cst.parse_module)(source.text)
             if id(module) in self._parsed:  # two files with one text: their nodes must not be shared
                 module = cst.parse_module(source.text)
             self._parsed.add(id(module))
@@ -400,18 +407,16 @@ class ImportWords:
         its package's `__init__.py`."""
         package = target.name == "__init__.py"
         name = target.parent.name if package else target.stem
+        return self.may_import_name(name, everything, self.bare_relative if package else ())
+
+    def may_import_name(
+        self, name: str, everything: dict[Path, bytes], also: Iterable[Path] = ()
+    ) -> list[Path]:
+        """The files whose imports may write `name` (`from .loaders import build as build_loader`), and
+        those of `also`, in the project's order."""
         if not name.isascii():  # it may be encoded otherwise in the bytes
             return list(everything)
-        found = set(self.files.get(name.encode(), ()))
-        if package:
-            found.update(self.bare_relative)
-        return [file for file in everything if file in found]
-
-    def may_import_name(self, name: str, everything: dict[Path, bytes]) -> list[Path]:
-        """The files whose imports may write `name` (`from .loaders import build as build_loader`)."""
-        if not name.isascii():
-            return list(everything)
-        found = set(self.files.get(name.encode(), ()))
+        found = {*self.files.get(name.encode(), ()), *also}
         return [file for file in everything if file in found]
 
 
@@ -419,32 +424,6 @@ _IMPORT_LINE = re.compile(rb"^[^\n]*import[^\n]*", re.MULTILINE)
 # `from a import (`, also after a backslash that continues the line (before `\n`, `\r\n` or a lone `\r`)
 _PARENTHESIZED_IMPORT = re.compile(rb"import[ \t\f]*(?:\\(?:\r\n|\r|\n)[ \t\f]*)*\(")
 _WORDS = re.compile(rb"[A-Za-z0-9_]+")
-
-
-class ByContent:
-    """A function of a file's bytes whose results are kept for the process, by those bytes, up to `limit`
-    bytes of them (least recently used out first): the Language Server's every check is a new run, which
-    would otherwise scan all of the project's files again (0.3 s a keystroke in yolov5)."""
-
-    def __init__(self, function: Callable[[bytes], object], limit: int = 64_000_000) -> None:
-        self.function = function
-        self.limit = limit
-        self._results: dict[bytes, object] = {}  # in the order of use
-        self._kept = 0
-
-    def __call__(self, data: bytes):
-        results = self._results
-        if data in results:
-            found = results.pop(data)
-        else:
-            found = self.function(data)
-            self._kept += len(data)
-            while self._kept > self.limit and results:
-                oldest = next(iter(results))
-                del results[oldest]
-                self._kept -= len(oldest)
-        results[data] = found
-        return found
 
 
 def _words_of_imports(data: bytes) -> frozenset[bytes]:
@@ -472,7 +451,8 @@ def _continued_words(data: bytes) -> set[bytes]:
     return words
 
 
-_import_words: Callable[[bytes], frozenset[bytes]] = ByContent(_words_of_imports)
+# Kept by content for the process (0.09 s of a keystroke's check in timm, for the Language Server).
+_import_words: Callable[[bytes], frozenset[bytes]] = ByContent(_words_of_imports, limit=64_000_000)
 
 
 def _closing_parenthesis(data: bytes, start: int) -> int:
@@ -523,7 +503,7 @@ def _summary_of_bytes(data: bytes) -> FileSummary | None:
 
 
 # Kept by content for the process as `_import_words` (the cache folder keeps it between command-line runs).
-_imports_of: Callable[[bytes], FileSummary | None] = ByContent(_summary_of_bytes)
+_imports_of: Callable[[bytes], FileSummary | None] = ByContent(_summary_of_bytes, limit=64_000_000)
 
 
 def _statements(tree: ast.Module):

@@ -6,7 +6,7 @@ come from the project of the buffer's path through the `BufferFileSystem`, so ot
 their unsaved text. Each check gets a fresh `Linter` (a linter's projects memoise other files' facts for
 one run; here every check is a run, since any buffer may have changed in between), but one parser
 (`parsing.StatementParser`), which parses again only the statements an edit changed, and one cache of the
-other files' modules by their text (`parsing.TextCache`). A document's result
+other files' modules by their text (`parsing.text_cache`). A document's result
 is kept per version, so code actions and hover never re-check an unchanged buffer.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
 from torchlint.lsp.documents import Buffer, BufferFileSystem
-from torchlint.lsp.parsing import StatementParser, TextCache
+from torchlint.lsp.parsing import StatementParser, text_cache
 from torchlint.rules.base import registered_rules
 from torchlint.workspace.discovery import SettingsResolver
 from torchlint.workspace.settings import Settings
@@ -40,7 +40,7 @@ class Checker:
         self.unsafe_fixes = False  # the client's setting (initializationOptions or configuration)
         self.rule_classes = registered_rules()
         self.parse = StatementParser()  # shared by every check: unchanged statements are not parsed again
-        self.parse_other = TextCache()  # the project's other files: unchanged ones are not parsed again
+        self.parse_other = text_cache()  # the project's other files: unchanged ones are not parsed again
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
         self._fixed: dict[str, tuple[tuple, FixResult]] = {}

@@ -21,6 +21,7 @@ import re
 from collections import OrderedDict
 
 from torchlint._lazy import cst
+from torchlint.memo import ByContent
 from torchlint.positions import LineIndex
 from torchlint.pyast import python_ast
 
@@ -55,33 +56,17 @@ class StatementParser:
         return found
 
 
-class TextCache:
+def text_cache(texts: int = 8_000_000) -> ByContent[str, cst.Module]:
     """LibCST's parse of the project's other files, kept by their whole text from one check to the next.
 
     Every check is a run, and parses again the other files its questions reach (the modules a script
     imports, the scripts that import a model file): most of a keystroke's check in a real project. Their
     texts rarely change, so each comes back as the module parsed before, up to `texts` characters of text
-    (least recently used out first; a tree takes about 27 bytes per character of its text, so the default
-    keeps at most about 200 MB, and a check usually reaches a few hundred KB of other files). Never
-    assembled from shared statements: the project index hands one module to one file per run (two files
-    with one text get a parse each).
+    (a tree takes about 27 bytes per character of its text, so the default keeps at most about 200 MB, and
+    a check usually reaches a few hundred KB of other files). Never assembled from shared statements: the
+    project index hands one module to one file per run (two files with one text get a parse each).
     """
-
-    def __init__(self, texts: int = 8_000_000) -> None:
-        self.texts = texts
-        self._modules: OrderedDict[str, cst.Module] = OrderedDict()
-        self._kept = 0
-
-    def __call__(self, text: str) -> cst.Module:
-        found = self._modules.get(text)
-        if found is not None:
-            self._modules.move_to_end(text)
-            return found
-        found = self._modules[text] = cst.parse_module(text)
-        self._kept += len(text)
-        while self._kept > self.texts and len(self._modules) > 1:
-            self._kept -= len(self._modules.popitem(last=False)[0])
-        return found
+    return ByContent(lambda text: cst.parse_module(text), limit=texts)
 
 
 def split(text: str) -> list[str] | None:

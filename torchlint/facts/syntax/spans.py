@@ -25,7 +25,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.collect import _fields_of
+from torchlint.facts.syntax.walk import child_nodes
 from torchlint.positions import LineIndex
 from torchlint.pyast import python_ast
 
@@ -82,18 +82,12 @@ class Spans:
     @cached_property
     def _index(self) -> dict[int, int]:
         found: dict[int, int] = {}
-        node_type = cst.CSTNode
         for index, statement in enumerate(self.module.body):
             todo = [statement]
             while todo:
                 node = todo.pop()
                 found[id(node)] = index
-                for name in _fields_of(type(node)):
-                    value = getattr(node, name)
-                    if isinstance(value, node_type):
-                        todo.append(value)
-                    elif isinstance(value, (tuple, list)):
-                        todo.extend(item for item in value if isinstance(item, node_type))
+                todo.extend(child_nodes(node))
         return found
 
     @cached_property
