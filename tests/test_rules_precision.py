@@ -124,7 +124,7 @@ def test_the_step_function_called_once_per_epoch_is_where_the_forward_is():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     gcn = GCN().to(device)
     optimizer = torch.optim.Adam(gcn.parameters())
-    for epoch in range(10):
+    for epoch in range(200):
         train_iter(epoch, gcn, optimizer, criterion, (features, adj), labels)
     """
     assert findings(source) == [("TL301", 5)]

@@ -143,7 +143,10 @@ class Linter:
                     found = [diagnostic] if "TL001" in enabled else []
                     return _finish(found, text, None)
                 facts = self.facts_of(path, text, module, file if in_project else None)
+            in_tests = facts.is_test_module
             for rule in rules:
+                if rule.speed_advice and in_tests:
+                    continue
                 try:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down

@@ -251,6 +251,16 @@ class ModuleFacts:
     def training_loops(self) -> list[LoopRecord]:
         return self.training.training_loops
 
+    @property
+    def makes_sparse_tensors(self) -> bool:
+        """The module builds sparse tensors (itself or two calls deep): graph nets' adjacency matrices."""
+        return self.training.makes_sparse_tensors
+
+    @property
+    def demo_length_training(self) -> bool:
+        """Every training loop of this module runs a known few steps (`for i in range(10):`)."""
+        return self.training.demo_length
+
     def loaders_of_loop(self, loop: LoopRecord) -> list[Loader]:
         return self.training.loaders_of_loop(loop)
 
@@ -259,6 +269,12 @@ class ModuleFacts:
         from torchlint.facts.torch.moves import batch_moves
 
         return batch_moves(self.source, loop)
+
+    def autocast_device_type(self, loop: LoopRecord) -> str | None:
+        """`device.type` when the loop moves its batches to one `torch.device` variable (else None)."""
+        from torchlint.facts.torch.moves import device_type_of_moves
+
+        return device_type_of_moves(self.source, loop)
 
     # -- loaders --------------------------------------------------------------------------------------------
 
@@ -336,6 +352,20 @@ class ModuleFacts:
     def is_sequential(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`expr` holds an `nn.Sequential` (or a subclass without its own `forward`)."""
         return self._models.is_sequential(expr, scope)
+
+    def wrap_against_in_place_compile(self, model: Model) -> str | None:
+        """Why the model's wrapper (DataParallel, FSDP1 without original parameters) rules out
+        `.compile()`."""
+        return self._models.wrap_against_in_place_compile(model)
+
+    @property
+    def double_backward(self) -> bool:
+        """The module differentiates a graph twice (`autograd.grad(..., create_graph=True)`)."""
+        return self._models.double_backward
+
+    def builtin_module(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
+        """The `torch.nn` class of a built-in module `expr` holds (`Linear`, `Sequential`), else None."""
+        return self._models.builtin_module(expr, scope)
 
     def runs_every_step(self, site: CompileSite) -> bool:
         """The compile call runs on every step or epoch of training."""

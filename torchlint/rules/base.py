@@ -46,6 +46,10 @@ class Rule:
     # The prefilter: a rule can only fire on a file whose text contains one of these (None: any file).
     # It must be sound (never hide a finding); a test compares findings with and without it.
     needs_text: ClassVar[tuple[str, ...] | None] = None
+    # Advice on how fast or lean training runs: silent in test files (`test_*.py`, `tests/`), which train to
+    # check behaviour (convergence, gradient sync, resuming) on tiny models, where speed is not the point and
+    # changing numerics or the model's type would change what they test.
+    speed_advice: ClassVar[bool] = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -38,6 +38,7 @@ class CheckpointingOpportunity(Rule):
 
     code = "TL401"
     name = "checkpointing-opportunity"
+    speed_advice = True
     severity = Severity.INFO
     fix_availability = FixAvailability.SOMETIMES
     options = {"min-depth": (int, 4), "library-models": (bool, True)}

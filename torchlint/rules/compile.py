@@ -27,9 +27,17 @@ if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
 
 
+# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gains nothing.
+_ONE_KERNEL = {
+    "Linear", "Bilinear", "Embedding", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+}  # fmt: skip
+
+
 class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     # An optimizer (torch.optim, a factory named *optimizer*, a class by name), a framework's trainer
     # (TrainingArguments, trl's configs, `trainer.fit(`), or the call that hands a model to another file's
@@ -48,6 +56,14 @@ class ModelNotCompiled(Rule):
         for model in facts.trained_models:
             if facts.compiled_somewhere(model) or not self._may_be_cuda(facts.model_device(model)):
                 continue
+            if facts.builtin_module(model.expr, model.scope) in _ONE_KERNEL:
+                continue  # one layer is one kernel: nothing for the compiler to fuse
+            if facts.demo_length_training:
+                continue  # a run of a few steps ends before compiling would pay for itself
+            if facts.makes_sparse_tensors:
+                continue  # Dynamo does not trace sparse tensors: the frame would run eagerly
+            if facts.double_backward:
+                continue  # `autograd.grad(..., create_graph=True)` (a gradient penalty): compile cannot
             builds = model.builds
             where = builds[-1].node if len(builds) == 1 else model.trained_at
             message = (
@@ -93,11 +109,15 @@ class ModelNotCompiled(Rule):
                 continue
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
-        wrapped = model.framework == "lightning" or facts.is_sequential(model.expr, model.scope)
-        if wrapped:  # Lightning documents `model = torch.compile(model)`; a Sequential needs it
+        against = facts.wrap_against_in_place_compile(model)
+        if against:
+            return against, None
+        builtin = facts.builtin_module(model.expr, model.scope)
+        wrapped = model.framework == "lightning" or builtin is not None
+        if wrapped:  # Lightning documents `model = torch.compile(model)`; a built-in module needs it
             if model.framework != "lightning" and model.of_kind("load", "state"):
                 return (
-                    "it is an `nn.Sequential`, whose `.compile()` compiles nothing, and "
+                    f"it is a built-in `nn.{builtin}`, whose `.compile()` compiles nothing, and "
                     "`torch.compile` would prefix the `state_dict` keys this script saves or loads with "
                     "`_orig_mod.`"
                 ), None
@@ -106,7 +126,7 @@ class ModelNotCompiled(Rule):
                 return "the name `torch` means something else here", None
             name, imports = torch
             code = f"{model.text} = {name}.compile({model.text})"
-            why = "before `trainer.fit`, as Lightning documents" if model.framework else "an `nn.Sequential`"
+            why = "before `trainer.fit`, as Lightning documents" if model.framework else f"an `nn.{builtin}`"
             title = f"Compile `{model.text}` with `torch.compile` ({why})"
         else:
             if not self.torch_supports((2, 2)):

@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 WORKERS = "min(8, {os}.cpu_count() or 1)"
 
 
+_NOTHING_TO_OVERLAP = {
+    DatasetKind.ITERABLE,
+    DatasetKind.TENSOR,
+    DatasetKind.IN_MEMORY,
+    DatasetKind.INDICES,
+    DatasetKind.HF_TABLE,
+}
+
+
 class _LoaderRule(Rule):
     # The finding sits on a loader call in this file: DataLoader, StatefulDataLoader, a project's *Loader.
     needs_text = ("oader",)
@@ -60,6 +69,7 @@ class _LoaderRule(Rule):
 class DataLoaderWithoutWorkers(_LoaderRule):
     code = "TL201"
     name = "dataloader-without-workers"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
@@ -68,9 +78,13 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 continue
             if not self.device(facts, loader).may_be_cuda:
                 continue  # on the CPU, workers compete with the training process's own threads
+            if facts.samples_on_cpu(loader) is False:
+                continue  # samples are moved to the GPU while loading: worker processes cannot use CUDA
             kind = facts.dataset_kind(loader)
-            if kind in (DatasetKind.ITERABLE, DatasetKind.TENSOR):
-                continue  # unsharded: every worker would yield every sample; in memory: nothing to overlap
+            if kind in _NOTHING_TO_OVERLAP:
+                # unsharded: every worker would yield every sample; in memory, preprocessed up front or mere
+                # indices: nothing to overlap
+                continue
             how = (
                 "without `num_workers` (default 0)"
                 if loader.option("num_workers") is None
@@ -117,6 +131,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
 class DataLoaderWithoutPinMemory(_LoaderRule):
     code = "TL202"
     name = "dataloader-without-pin-memory"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
@@ -128,6 +143,8 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
             device = self.device(facts, loader)
             if not device.may_be_cuda:
                 continue
+            if facts.dataset_kind(loader) in (DatasetKind.INDICES, DatasetKind.HF_TABLE):
+                continue  # a batch of integers, or a few KB of token ids: nothing worth pinning
             on_cpu = facts.samples_on_cpu(loader)
             if on_cpu is False:
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
@@ -165,12 +182,15 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
 class DataLoaderWorkersNotPersistent(_LoaderRule):
     code = "TL203"
     name = "dataloader-workers-not-persistent"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
             if not any(use.per_epoch for use in facts.loader_uses(loader)):
                 continue
+            if facts.dataset_kind(loader) is DatasetKind.INDICES:
+                continue  # workers that collate integers are the waste, not their restart
             if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
@@ -300,6 +320,7 @@ class DataLoaderInvalidWorkerOptions(_LoaderRule):
 class BlockingHostToDeviceCopy(Rule):
     code = "TL205"
     name = "blocking-host-to-device-copy"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
 
     # The loop iterates a loader named in this file (`DataLoader(...)`, `train_loader`, `dataloaders[phase]`).

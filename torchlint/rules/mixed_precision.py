@@ -33,6 +33,7 @@ class TrainingWithoutAutocast(Rule):
 
     code = "TL301"
     name = "training-without-autocast"
+    speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     # A backward pass (`.backward(`, `manual_backward`) or a framework object that runs one.
     needs_text = ("backward", "Trainer", "Accelerator", "TrainingArguments", "Config")
@@ -40,8 +41,6 @@ class TrainingWithoutAutocast(Rule):
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return
-        if facts.is_test_module:
-            return  # a test trains to check numerics (gradient sync, convergence): autocast would change them
         # Each framework trains on the GPU when there is one (unless told otherwise, which the facts exclude).
         for call, callee, framework, switch, value in facts.framework_precision_gaps():
             owner = _FRAMEWORK_NAMES[framework]
@@ -52,6 +51,10 @@ class TrainingWithoutAutocast(Rule):
             edit = build.add_keyword(facts.source, call, switch, value)
             fix = Fix(f"Set `{switch}={value}`", Applicability.UNSAFE, (edit,)) if edit else None
             yield self.finding(facts, callee, message, fix)
+        if facts.demo_length_training:
+            return  # an API demo of a few steps: its numerics are the point, not its speed
+        if facts.makes_sparse_tensors:
+            return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
         for loop in facts.training_loops:
             # The device of this file, or of the files that call the loop's function when it shows none
             device = facts.loop_device(loop)
@@ -80,7 +83,11 @@ class TrainingWithoutAutocast(Rule):
         if torch is None or step.block is None:
             return None
         name, imports = torch
-        header = f'{name}.autocast(device_type="cuda", dtype={name}.bfloat16)'
+        # The device the script picks (`device.type`) when it may be the CPU ("cuda when available"), so that
+        # the CPU path gets CPU autocast instead of a disabled CUDA one and a warning; else "cuda".
+        picked = facts.loop_device(loop) is not Device.CUDA and facts.autocast_device_type(loop)
+        device_type = picked or '"cuda"'
+        header = f"{name}.autocast(device_type={device_type}, dtype={name}.bfloat16)"
         try:
             edit = build.wrap_in_with(facts.source, step.block, step.region, header)
         except build.EditError:

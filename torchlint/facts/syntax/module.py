@@ -132,32 +132,42 @@ class SourceModule:
         return self._references_by_binding.get(id(binding), [])
 
     @cached_property
-    def _tries(self) -> list[tuple[list[tuple[int, int]], set[str]]]:
-        """Each `try` statement: its handlers' spans, and what its body uses or imports (qualified names
-        with their parents: `torch.amp.GradScaler` names `torch.amp` too)."""
+    def _alternatives(self) -> list[tuple[list[tuple[int, int]], set[str]]]:
+        """Alternatives: where code runs instead of a branch (a `try`'s handlers, an `if`'s other branch),
+        and what that branch uses or imports (qualified names with their parents: `torch.amp.GradScaler`
+        names `torch.amp` too)."""
         found = []
         for statement in walk.statements(self.module):
-            if not isinstance(statement, (cst.Try, cst.TryStar)):
-                continue
-            body_start, body_end = self.span(statement.body)
-            named: set[str] = set()
-            for ref in self.references:
-                if ref.qualname and body_start <= self.span(ref.expr)[0] < body_end:
-                    named |= _with_parents(ref.qualname)
-            for line in walk.simple_lines(statement.body):
-                for small in line.body:
-                    named |= _imported_modules(small)
-            found.append(([self.span(handler) for handler in statement.handlers], named))
+            if isinstance(statement, (cst.Try, cst.TryStar)):
+                handlers = [self.span(handler) for handler in statement.handlers]
+                found.append((handlers, self._named_in(statement.body)))
+            elif isinstance(statement, cst.If) and isinstance(statement.orelse, cst.Else):
+                # `if is_torch_version(">=", "2.3"): torch.amp.GradScaler("cuda") else: torch.cuda.amp...`
+                body, orelse = statement.body, statement.orelse.body
+                found.append(([self.span(orelse)], self._named_in(body)))
+                found.append(([self.span(body)], self._named_in(orelse)))
         return found
 
+    def _named_in(self, block: cst.BaseSuite) -> set[str]:
+        start, end = self.span(block)
+        named: set[str] = set()
+        for ref in self.references:
+            if ref.qualname and start <= self.span(ref.expr)[0] < end:
+                named |= _with_parents(ref.qualname)
+        for line in walk.simple_lines(block):
+            for small in line.body:
+                named |= _imported_modules(small)
+        return named
+
     def is_fallback_for(self, node: cst.CSTNode, module: str) -> bool:
-        """Whether `node` sits in an `except` handler of a `try` whose body uses or imports something from
-        `module`: the fallback that runs when the newer API is missing (`try: torch.amp.GradScaler("cuda")
-        except AttributeError: torch.cuda.amp.GradScaler()`), which must stay the older API."""
+        """Whether `node` sits in an `except` handler of a `try`, or in a branch of an `if`/`else`, whose
+        other part uses or imports something from `module`: the fallback that runs when the newer API is
+        missing (`try: torch.amp.GradScaler("cuda") except AttributeError: torch.cuda.amp.GradScaler()`, or
+        the same under `if is_torch_version(">=", "2.3"):`), which must stay the older API."""
         start = self.span(node)[0]
         return any(
             module in named and any(h_start <= start < h_end for h_start, h_end in handlers)
-            for handlers, named in self._tries
+            for handlers, named in self._alternatives
         )
 
     @cached_property

@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import Scope, dotted
 from torchlint.facts.torch.models import ModelAnalysis
 from torchlint.facts.torch.structure import Stack, StructureAnalysis
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 3
+# A depth fixed as a literal where the model is built, below this, is the author's sizing (see
+# `_sized_where_built`); from this many blocks on, activations dominate memory whatever the author planned.
+FIXED_DEPTH = 24
 MAX_BUILD_DEPTH = 6  # factory returns and names followed from a build to the class (DETR: four)
 MAX_CLASSES = 500  # classes followed from the trained models of one project, at most
 CHECKPOINT = "torch.utils.checkpoint.checkpoint"
@@ -82,6 +85,9 @@ _SWITCHES = {
     "grad_ckpt",
     "checkpointing",
 }
+# A framework's checkpointing policy (Lightning's `FSDPStrategy(activation_checkpointing_policy=...)`): set at
+# all, even to None, it says the author decided which layers to checkpoint.
+_POLICIES = {"activation_checkpointing_policy"}
 _TEXT = ("checkpoint", "Checkpoint", "prepare_model_for_kbit_training")
 
 
@@ -204,7 +210,11 @@ class CheckpointAnalysis:
                     found.append((call.node, f"`{source.code(func)}(...)`"))
                 continue
             for arg in call.node.args:
-                if arg.keyword is not None and arg.keyword.value in _SWITCHES and not _is_false(arg.value):
+                if arg.keyword is None:
+                    continue
+                if arg.keyword.value in _SWITCHES and not _is_false(arg.value):
+                    found.append((arg, f"`{arg.keyword.value}=`"))
+                elif arg.keyword.value in _POLICIES:  # chosen, even as None: the author decided
                     found.append((arg, f"`{arg.keyword.value}=`"))
         for cls in source.classes:
             if "Checkpoint" in cls.name and any(
@@ -294,8 +304,10 @@ class CheckpointAnalysis:
 
     @cached_property
     def trained(self) -> dict[int, list[SourceModule]]:
-        """id of a class of this module -> the modules that train it (or a model it is part of)."""
+        """id of a class of this module -> the modules that train it (or a model it is part of); the
+        trained builds of each class are kept in `_builds`."""
         source = self.source
+        self._builds: dict[int, list[Built]] = {}
         own = {id(cls.node): cls for cls in source.classes}
         todo: list[tuple[Built, list[SourceModule]]] = []
         for module in self._candidates():
@@ -314,6 +326,7 @@ class CheckpointAnalysis:
             if id(built.cls.node) in own:
                 known = result.setdefault(id(built.cls.node), [])
                 known.extend(t for t in trainers if t not in known)
+                self._builds.setdefault(id(built.cls.node), []).append(built)
             todo.extend((part, trainers) for part in _parts(built))
         return result
 
@@ -373,6 +386,8 @@ class CheckpointAnalysis:
             trainers = self.trainers_of(stack.cls)
             if trainers is None:
                 continue
+            if self._sized_where_built(stack, trainers):
+                continue
             if self.evidence and any(self._in_class(node, stack.cls) for node, _ in self.evidence):
                 continue
             if self.checkpointed_in([source, *trainers]) is not None:
@@ -380,8 +395,42 @@ class CheckpointAnalysis:
             found.append((stack, trainers))
         return found
 
+    def _sized_where_built(self, stack: Stack, trainers: list[SourceModule]) -> bool:
+        """Every trained build, in the script that trains it, passes the depth as a literal below
+        `FIXED_DEPTH` (`GPT(num_layers=12)`, `GPT(GPTConfig(n_layer=12))` in a benchmark or speed-run
+        script): the author sized the model and its batch for their GPU, so memory is not what limits it. A
+        depth from an option or a config file, or a menu of model factories in a library, is the user's to
+        grow."""
+        parameter = stack.depth.parameter
+        init = stack.cls.methods.get("__init__")
+        builds = self._builds.get(id(stack.cls.node), [])
+        if parameter is None or init is None or not builds:
+            return False
+        name, _, field = parameter.partition(".")
+        for built in builds:
+            if built.call is None or built.call_home not in trainers:
+                return False
+            argument = argument_for(built.call, init, name)
+            if field and argument is not None:  # `GPT(GPTConfig(n_layer=12))`, or a name bound to it
+                argument = _keyword_of_construction(built.call_home, argument, built.call_scope, field)
+            if not isinstance(argument, cst.Integer) or int(argument.value, 0) >= FIXED_DEPTH:
+                return False
+        return True
+
     def _in_class(self, node: cst.CSTNode, cls: ClassRecord) -> bool:
         return any(call.node is node for method in cls.methods.values() for call in method.calls)
+
+
+def _keyword_of_construction(
+    home: SourceModule, value: cst.BaseExpression, scope: Scope | None, field: str
+) -> cst.BaseExpression | None:
+    """What `Config(n_layer=12, ...)` passes for `field`, also through a name bound once to that call."""
+    if isinstance(value, cst.Name) and scope is not None:
+        values = home.assigned_values(value, scope)
+        value = values[0].value if len(values) == 1 else value
+    if not isinstance(value, cst.Call):
+        return None
+    return next((a.value for a in value.args if a.keyword is not None and a.keyword.value == field), None)
 
 
 def _library_of(source: SourceModule, call: cst.Call, scope: Scope) -> str | None:

@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.collect import ClassRecord
+from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.vocabulary import DatasetKind
@@ -26,6 +28,24 @@ _ITERABLE = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.Itera
 _MAP = {"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"}
 _TENSOR = {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
 _MAP_LIBRARIES = ("torchvision.datasets.", "datasets.")
+# Hugging Face `datasets`: the loaders of tables, what keeps a table a table, what makes rows work.
+_HF_LOADERS = {"datasets.load_dataset", "datasets.load_from_disk"}
+_HF_CLASSES = ("datasets.Dataset", "datasets.DatasetDict", "datasets.arrow_dataset.Dataset")
+_HF_TABLES = (DatasetKind.HF_ROWS, DatasetKind.HF_TABLE)
+MAX_HOPS = 12  # names, subscripts and table methods followed from a loader to what built its dataset
+_TABLE_METHODS = {
+    "map", "filter", "shuffle", "select", "remove_columns", "rename_column", "rename_columns", "with_format",
+    "train_test_split", "shard", "flatten", "sort", "select_columns", "cast_column",
+}  # fmt: skip
+_ROW_TRANSFORMS = {"set_transform", "with_transform"}
+# Calls that build a sequence of integers: a loader over one only batches indices.
+_INDICES = {
+    "range",
+    "torch.arange",
+    "torch.randperm",
+    "numpy.arange",
+    "numpy.random.permutation",
+}
 
 
 @dataclass(frozen=True)
@@ -43,18 +63,99 @@ class DatasetAnalysis:
         return self.kind_of(dataset, loader.scope) if dataset is not None else DatasetKind.UNKNOWN
 
     def kind_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
-        if depth > 6:
+        if depth > MAX_HOPS:
             return DatasetKind.UNKNOWN
         if isinstance(expr, (cst.Name, cst.Attribute)):  # a variable, `self.train_set`
             kinds = {
                 self.kind_of(a.value, a.scope, depth + 1)
-                for a in self.source.assigned_values(expr, scope)
                 if a.index is None
+                else self._unpacked_kind(a.value, a.scope, a.index, depth)
+                for a in self.source.assigned_values(expr, scope)
+                if not _table_rebind(expr, a.value)
             }
+            if not kinds and isinstance(expr, cst.Name):
+                kinds = self._passed_kinds(expr.value, scope, depth)
             return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
+        if _integer_list(expr):
+            return DatasetKind.INDICES
+        if isinstance(expr, cst.Subscript):  # `tokenized["train"]`
+            inner = self.kind_of(expr.value, scope, depth + 1)
+            return inner if inner in _HF_TABLES else DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method in _TABLE_METHODS:  # `raw.map(tokenize, batched=True)`, `tokenized.shuffle()`
+                inner = self.kind_of(expr.func.value, scope, depth + 1)
+                if inner in _HF_TABLES:
+                    return DatasetKind.HF_TABLE if method == "map" else inner
         if not isinstance(expr, cst.Call):
             return DatasetKind.UNKNOWN
-        return self.class_kind(expr.func, scope, depth)
+        callee = self.source.qualname(expr.func, scope)
+        if callee in _INDICES:
+            return DatasetKind.INDICES
+        if callee in _HF_LOADERS or (callee or "").startswith(_HF_CLASSES):
+            # As loaded, a table's rows may be decoded as they are read (an `Image` column); `.map(...)`
+            # prepares them up front, unless a transform decodes rows as they are read anyway.
+            return DatasetKind.MAP if self._transforms_per_row else DatasetKind.HF_ROWS
+        if callee in ("list", "tuple") and len(expr.args) == 1:  # `list(range(n))`
+            inner = self.kind_of(expr.args[0].value, scope, depth + 1)
+            return inner if inner is DatasetKind.INDICES else DatasetKind.UNKNOWN
+        kind = self.class_kind(expr.func, scope, depth)
+        if kind is DatasetKind.UNKNOWN:
+            kind = self._returned_kind(expr, scope, depth)
+        return kind
+
+    @cached_property
+    def _transforms_per_row(self) -> bool:
+        """`ds.set_transform(fn)` / `ds.with_transform(fn)` here: rows are decoded or augmented as they are
+        read (images), which is work for loader workers."""
+        return any(
+            isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value in _ROW_TRANSFORMS
+            for call in self.source.calls
+        )
+
+    def _passed_kinds(self, name: str, scope: Scope, depth: int) -> set[DatasetKind]:
+        """A parameter (`def train(args, train_dataset, ...)`): what this module's callers pass for it."""
+        bindings = scope.lookup(name)
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.PARAM:
+            return set()
+        function = self.source.function_of_scope(bindings[0].scope)
+        if function is None:
+            return set()
+        kinds = set()
+        for call in self.source.callers_of(function):
+            argument = argument_for(call.node, function, name)
+            if argument is None:
+                return set()
+            kinds.add(self.kind_of(argument, call.scope, depth + 1))
+        return kinds
+
+    def _unpacked_kind(self, value: cst.BaseExpression, scope: Scope, index: int, depth: int) -> DatasetKind:
+        """`dataset, model, optimizer = load_train_objs()`: element `index` of what the call returns."""
+        if isinstance(value, cst.Call) and depth <= 6:
+            return self._returned_kind(value, scope, depth, index)
+        return DatasetKind.UNKNOWN
+
+    def _returned_kind(
+        self, call: cst.Call, scope: Scope, depth: int, index: int | None = None
+    ) -> DatasetKind:
+        """What a project function that builds the dataset returns (`load_and_cache_examples(...)` ending
+        in `return TensorDataset(...)`; element `index` of a returned tuple), when all its returns agree."""
+        found = self.source.callee_of_call(call, scope)
+        if found is None:
+            return DatasetKind.UNKNOWN
+        home, function = found
+        if function.owner is not None or not function.returns:
+            return DatasetKind.UNKNOWN
+        values = function.returns
+        if index is None:  # used whole: the branches that return a tuple are not the ones taken here
+            values = [v for v in values if not isinstance(v, cst.Tuple)] or values
+        else:
+            if not all(isinstance(v, (cst.Tuple, cst.List)) and index < len(v.elements) for v in values):
+                return DatasetKind.UNKNOWN
+            values = [v.elements[index].value for v in values]  # type: ignore[union-attr]
+        analysis = home.analysis(DatasetAnalysis)
+        kinds = {analysis.kind_of(value, function.scope, depth + 1) for value in values}
+        return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
 
     def class_kind(self, func: cst.BaseExpression, scope: Scope, depth: int = 0) -> DatasetKind:
         qualname = self.source.qualname(func, scope) or ""
@@ -69,15 +170,19 @@ class DatasetAnalysis:
             return DatasetKind.UNKNOWN
         home, cls = found
         analysis = home.analysis(DatasetAnalysis)
+        kind = DatasetKind.UNKNOWN
         for base in cls.node.bases:
             kind = analysis.class_kind(base.value, cls.scope, depth + 1)
             if kind is DatasetKind.ITERABLE:
                 return DatasetKind.ITERABLE_SHARDED if analysis._shards(cls) else kind
+            if kind is DatasetKind.MAP:
+                break  # its own `__getitem__` decides what it does per sample
             if kind is not DatasetKind.UNKNOWN:
                 return kind
-        if "__getitem__" in cls.methods:
-            return DatasetKind.MAP
-        return DatasetKind.UNKNOWN
+        getitem = cls.methods.get("__getitem__")
+        if getitem is not None:
+            return DatasetKind.IN_MEMORY if _only_indexes_itself(getitem) else DatasetKind.MAP
+        return DatasetKind.MAP if kind is DatasetKind.MAP else DatasetKind.UNKNOWN
 
     def _shards(self, cls: ClassRecord) -> bool:
         """Does the class consult `get_worker_info()` (in `__iter__` or anything it calls)?"""
@@ -90,9 +195,33 @@ class DatasetAnalysis:
 
     def samples_on_cpu(self, loader: Loader) -> bool | None:
         """True when the dataset's class is known and never moves samples to a device (pinning is safe);
-        False when it does (`.cuda()`/`.to(device)` in its methods: pinning would raise); None: unknown."""
+        False when it or the `collate_fn` does (`.cuda()`/`.to(device)`: pinning would raise, and worker
+        processes cannot use CUDA); None: unknown."""
+        collate = loader.option("collate_fn")
+        if collate is not None and collate.expression is not None:
+            if self._collate_moves(collate.expression, loader.scope):
+                return False
         dataset = _dataset(loader)
         return self._class_on_cpu(dataset, loader.scope) if dataset is not None else None
+
+    def _collate_moves(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """A collate function of the project that moves the batch to a device (also through
+        `functools.partial(collate, device="cuda:0")`, or a name bound to that)."""
+        if isinstance(expr, cst.Name) and depth < 3:
+            values = self.source.assigned_values(expr, scope)
+            if values:
+                return any(self._collate_moves(v.value, v.scope, depth + 1) for v in values)
+        if isinstance(expr, cst.Call):
+            if (self.source.qualname(expr.func, scope) or "") != "functools.partial" or not expr.args:
+                return False
+            expr = expr.args[0].value
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return False
+        found = self.source.callee_of_call(cst.Call(func=expr), scope)
+        if found is None:
+            return False
+        home, function = found
+        return _moves_to_device(home, function.calls)
 
     def _class_on_cpu(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool | None:
         if depth > 4:
@@ -108,21 +237,7 @@ class DatasetAnalysis:
         if found is None:
             return None
         home, cls = found
-        devices = home.analysis(DeviceAnalysis)
-        for method in cls.methods.values():
-            for call in method.calls:
-                func = call.node.func
-                if not isinstance(func, cst.Attribute):
-                    continue
-                if func.attr.value == "cuda":
-                    return False
-                if func.attr.value == "to" and call.node.args:
-                    target = call.node.args[0].value
-                    if devices.device_of(target, call.scope).may_be_cuda:
-                        return False
-                    if "device" in home.code(target).lower():
-                        return False
-        return True
+        return not any(_moves_to_device(home, method.calls) for method in cls.methods.values())
 
     # -- pickling ----------------------------------------------------------------------------------------
 
@@ -192,6 +307,83 @@ class DatasetAnalysis:
         if isinstance(expr, cst.Name):
             return self._through_name(expr, scope, depth, self._in_transform)
         return None
+
+
+def _moves_to_device(home: SourceModule, calls: list[CallRecord]) -> bool:
+    """`.cuda()`, or `.to(x)` where `x` may be a CUDA device or is named like a device."""
+    devices = home.analysis(DeviceAnalysis)
+    for call in calls:
+        func = call.node.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        if func.attr.value == "cuda":
+            return True
+        if func.attr.value == "to" and call.node.args:
+            target = call.node.args[0].value
+            if devices.device_of(target, call.scope).may_be_cuda or "device" in home.code(target).lower():
+                return True
+    return False
+
+
+def _table_rebind(name: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    """`ds = ds.rename_column("label", "labels")`: the same table again, decided by its other bindings."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _TABLE_METHODS
+        and isinstance(name, cst.Name)
+        and isinstance(value.func.value, cst.Name)
+        and value.func.value.value == name.value
+    )
+
+
+def _integer_list(expr: cst.BaseExpression) -> bool:
+    """`[0, 1, 2]`: a literal list or tuple of integers."""
+    if not isinstance(expr, (cst.List, cst.Tuple)) or not expr.elements:
+        return False
+    return all(isinstance(element.value, cst.Integer) for element in expr.elements)
+
+
+def _only_indexes_itself(getitem: FunctionRecord) -> bool:
+    """Every value `__getitem__` returns is an item of what the dataset holds, indexed by its argument
+    (`return self.x[i], self.y[i]`, a dict of such): nothing is read, decoded or transformed per sample.
+    A body that does anything besides returning (a transform, a file read) is not this shape."""
+    statements = [s for s in getitem.node.body.body if not _docstring(s)]
+    if len(getitem.params) < 2 or len(statements) != 1 or not getitem.returns:
+        return False
+    index = getitem.params[1]
+    return all(_held_item(value, index) for value in getitem.returns)
+
+
+def _docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _held_item(expr: cst.BaseExpression, index: str) -> bool:
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return bool(expr.elements) and all(_held_item(e.value, index) for e in expr.elements)
+    if isinstance(expr, cst.Dict):
+        return bool(expr.elements) and all(
+            isinstance(e, cst.DictElement) and _held_item(e.value, index) for e in expr.elements
+        )
+    if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1:
+        return False
+    held = expr.value
+    if not (
+        isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+    ):
+        return False
+    element = expr.slice[0].slice
+    return (
+        isinstance(element, cst.Index)
+        and isinstance(element.value, cst.Name)
+        and element.value.value == index
+    )
 
 
 def _dataset(loader: Loader) -> cst.BaseExpression | None:

@@ -75,6 +75,8 @@ _MODEL_OPTIMIZER_METHODS = {"configure_optimizers", "setup_optimizer", "setup_op
 _OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 _PLACEMENTS = {"to", "cuda", "to_empty"}
+_KERAS_COMPILE = {"optimizer", "loss", "metrics", "loss_weights", "run_eagerly", "jit_compile"}
+_GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
 _WRAPPERS = {
     "torch.nn.parallel.DistributedDataParallel",
     "torch.nn.parallel.distributed.DistributedDataParallel",
@@ -385,7 +387,9 @@ class ModelAnalysis:
         source = self.source
         func = call.node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_OPTIMIZER_METHODS:
-            return not self._is_self(func.value, call.scope)
+            # `model.configure_optimizers(weight_decay, lr, ...)` builds one over the model's parameters;
+            # Fabric's `fabric.setup_optimizers(optimizer)` is handed one already built: not a model
+            return not self._is_self(func.value, call.scope) and not self._given_an_optimizer(call)
         if isinstance(func, cst.Call):  # getattr(torch.optim, name)(model.parameters(), ...)
             return (
                 source.qualname(func.func, call.scope) == "getattr"
@@ -395,12 +399,25 @@ class ModelAnalysis:
         last = _last_name(func)
         if not last:
             return False
-        if _is_factory(last) or last in _OPTIMIZER_CLASSES:
+        if _is_factory(last) or last in _OPTIMIZER_CLASSES or _named_like_an_optimizer_class(last):
             return True
         if not last[:1].isupper() or last == "Optimizer":
             return False
         qualname = source.qualname(func, call.scope) or ""
         return qualname.startswith(_OPTIMIZER_MODULES) and "lr_scheduler" not in qualname
+
+    def _given_an_optimizer(self, call: CallRecord) -> bool:
+        """A positional argument that is an optimizer: named so, or bound to a call that builds one."""
+        for arg in call.node.args:
+            if arg.keyword is not None or not isinstance(arg.value, cst.Name):
+                continue
+            if "optim" in arg.value.value.lower():
+                return True
+            for assigned in self.source.assigned_values(arg.value, call.scope):
+                record = self._call_records.get(id(assigned.value))
+                if record is not None and self._builds_optimizer(record):
+                    return True
+        return False
 
     def _is_self(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         owner = self.source.class_of_method_scope(scope)
@@ -451,8 +468,10 @@ class ModelAnalysis:
                 for assignment in self.source.assigned_values(node, scope):
                     yield from self._parameter_receivers(assignment.value, assignment.scope, depth + 1)
 
-    def _root_of(self, expr: cst.BaseExpression, scope: Scope) -> cst.BaseExpression | None:
-        """`model.module.backbone` -> `model`; `self.net.encoder` -> `self.net`; `self` alone -> None."""
+    def _root_of(self, expr: cst.BaseExpression, scope: Scope, hops: int = 0) -> cst.BaseExpression | None:
+        """`model.module.backbone` -> `model`; `self.net.encoder` -> `self.net`; `self` alone -> None; a
+        second name for a model (`raw_model = model.module if ddp else model`, `model_without_ddp = model`)
+        -> the model's own name."""
         chain: list[cst.Attribute] = []
         while isinstance(expr, cst.Attribute):
             chain.append(expr)
@@ -461,7 +480,25 @@ class ModelAnalysis:
             return None
         if self._is_self(expr, scope):
             return chain[-1] if chain else None
-        return expr
+        aliased = self._alias_of(expr, scope) if hops < 3 else None
+        return self._root_of(aliased, scope, hops + 1) if aliased is not None else expr
+
+    def _alias_of(self, name: cst.Name, scope: Scope) -> cst.Name | None:
+        """The other name `name` is only ever bound to (through `.module` and conditionals)."""
+        targets = set()
+        for assigned in self.source.assigned_values(name, scope):
+            if assigned.index is not None or assigned.scope is not scope:
+                return None
+            for branch in _branches(assigned.value):
+                base = branch
+                while isinstance(base, cst.Attribute) and base.attr.value == "module":
+                    base = base.value
+                if not isinstance(base, cst.Name) or base.value == name.value:
+                    return None
+                targets.add(base.value)
+        if len(targets) != 1:
+            return None
+        return cst.Name(targets.pop())
 
     def _names_a_model(self, root: cst.BaseExpression, scope: Scope) -> bool:
         """A factory's argument that is a model, not a config: named like one or built like one."""
@@ -688,6 +725,8 @@ class ModelAnalysis:
                     continue  # re.compile(...)
                 if isinstance(func.value, (cst.SimpleString, cst.FormattedString)):
                     continue
+                if _keras_compile(node):
+                    continue  # `model.compile(optimizer, loss=...)`: Keras configures, nothing compiles
                 sites.append(CompileSite(node, "`.compile()`", call, func.value))
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value in _COMPILE_KEYWORDS:
@@ -717,23 +756,77 @@ class ModelAnalysis:
                 return True
         return False
 
-    def is_sequential(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    def is_sequential(self, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`expr` holds an `nn.Sequential` (built here, directly or through a variable or `self.x`)."""
+        return self.builtin_module(expr, scope) == "Sequential"
+
+    def builtin_module(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The `torch.nn` class `expr` holds when it is a built-in module (`Linear`, `LSTM`; `Sequential` also
+        for a project subclass without a `forward`), built here, directly or through a variable or `self.x`.
+        Their in-place `.compile()` compiles nothing: Dynamo skips torch.nn's own `_call_impl` (measured on
+        torch 2.13: `nn.Linear(4, 4).compile()` captures no graph, `torch.compile(linear)` one)."""
         if depth > MAX_DEPTH:
-            return False
+            return None
         source = self.source
         expr = _unplaced(expr)
         if isinstance(expr, cst.Call):
-            if source.qualname(expr.func, scope) == _SEQUENTIAL:
-                return True
+            qualname = source.qualname(expr.func, scope) or ""
+            if qualname.startswith("torch.nn.") and qualname.count(".") == 2:
+                last = qualname.rsplit(".", 1)[1]
+                return last if last[:1].isupper() and last not in ("Module", "Parameter") else None
             found = source.resolve_class(expr.func, scope)
-            return found is not None and self._is_sequential_class(found[1], found[0])
+            return (
+                "Sequential" if found is not None and self._is_sequential_class(found[1], found[0]) else None
+            )
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            values = source.assignments(expr, scope)
-            if not values:
-                return False
+            values = source.assignments(expr, scope) or []
             builds = [a for a in values if not self._rebinds(expr, a.value)]
-            return bool(builds) and all(self.is_sequential(a.value, a.scope, depth + 1) for a in builds)
+            kinds = {self.builtin_module(a.value, a.scope, depth + 1) for a in builds}
+            return kinds.pop() if len(kinds) == 1 else None
+        return None
+
+    def wrap_against_in_place_compile(self, model: Model) -> str | None:
+        """Why the wrapper the model goes into rules out compiling it in place first (None: nothing does):
+        `nn.DataParallel` replicates the module and would run the compiled call bound to the original's
+        parameters; FSDP1 without `use_orig_params=True` flattens the parameters Dynamo traced, so the graph
+        breaks at every FSDP unit."""
+        for event in model.of_kind("wrap"):
+            call = event.node
+            if not isinstance(call, cst.Call):
+                continue
+            qualname = self.source.qualname(call.func, model.scope) or ""
+            if qualname.endswith(".DataParallel"):
+                return (
+                    "it is wrapped in `nn.DataParallel`, whose replicas would run an in-place compiled call "
+                    "bound to the original module's parameters"
+                )
+            keeps_originals = any(
+                arg.keyword is not None
+                and arg.keyword.value == "use_orig_params"
+                and not _is_false(arg.value)
+                for arg in call.args
+            )
+            if qualname.endswith("FullyShardedDataParallel") and not keeps_originals:
+                return (
+                    "it is wrapped in FSDP without `use_orig_params=True`, which flattens the parameters the "
+                    "compiled graph would use (compile the FSDP module with `use_orig_params=True` instead)"
+                )
+        return None
+
+    @cached_property
+    def double_backward(self) -> bool:
+        """`torch.autograd.grad(..., create_graph=True)` here (a gradient penalty, MAML): the graph is
+        differentiated twice, which `torch.compile`'s AOT autograd does not support."""
+        for call in self.source.calls:
+            if (self.source.qualname(call.node.func, call.scope) or "") not in _GRAD_FUNCTIONS:
+                continue
+            for arg in call.node.args:
+                if (
+                    arg.keyword is not None
+                    and arg.keyword.value == "create_graph"
+                    and not _is_false(arg.value)
+                ):
+                    return True
         return False
 
     def _rebinds(self, expr: cst.BaseExpression, value: cst.BaseExpression) -> bool:
@@ -801,10 +894,36 @@ def _last_name(func: cst.BaseExpression) -> str:
     return func.attr.value if isinstance(func, cst.Attribute) else ""
 
 
+# Words of a function that reads, saves or steps an optimizer rather than building one.
+_NOT_FACTORY_WORDS = ("state", "load", "save", "step", "zero", "grad", "offload", "wrap", "shard")
+
+
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a conditional expression may take (`a if c else b` -> a, b)."""
+    if isinstance(value, cst.IfExp):
+        return [*_branches(value.body), *_branches(value.orelse)]
+    return [value]
+
+
+def _named_like_an_optimizer_class(name: str) -> bool:
+    """`AdamWScheduleFree`, `AdamWFp8`, `SGDScheduleFree`: a class named after the optimizer it extends (not a
+    config or arguments class for one: `AdamConfig`, `SGDArgs`)."""
+    return (
+        name[:1].isupper()
+        and any(
+            name.startswith(known) and name != known for known in ("AdamW", "Adam", "SGD", "Lion", "RMSprop")
+        )
+        and not name.endswith(("Config", "Args", "Arguments", "Params", "Options", "State"))
+    )
+
+
 def _is_factory(name: str) -> bool:
     """`create_optimizer_v2`, `build_optimizer`, yolov5's `smart_optimizer`: a function named for what it
-    returns (classes are known by name: `_OPTIMIZER_CLASSES`)."""
-    return name in _OPTIMIZER_FACTORIES or (name.islower() and "optimizer" in name)
+    returns (classes are known by name: `_OPTIMIZER_CLASSES`), not one named for what it does to one or
+    takes from one: `get_optimizer_state_dict(model, optim)` returns a dict, `zero_optimizer_grads(opt)`."""
+    if name in _OPTIMIZER_FACTORIES:
+        return True
+    return name.islower() and "optimizer" in name and not any(word in name for word in _NOT_FACTORY_WORDS)
 
 
 def _groups_parameters(name: str) -> bool:
@@ -813,6 +932,16 @@ def _groups_parameters(name: str) -> bool:
     name = name.lower()
     groups = ("param_group", "params_group", "parameter_group")
     return any(part in name for part in groups) or name in ("add_weight_decay", "set_weight_decay")
+
+
+def _keras_compile(call: cst.Call) -> bool:
+    """`nn.Module.compile(**kwargs)` takes torch.compile's keywords; Keras's `Model.compile` takes an
+    optimizer and a loss, often positionally."""
+    return any(arg.keyword is None or arg.keyword.value in _KERAS_COMPILE for arg in call.args)
+
+
+def _is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
 
 
 def _names_cpu(expr: cst.BaseExpression) -> bool:

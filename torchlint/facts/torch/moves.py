@@ -103,3 +103,22 @@ def _from_batch(
         ):
             return True
     return False
+
+
+def device_type_of_moves(source: SourceModule, loop: LoopRecord) -> str | None:
+    """`device.type` when the loop's batches go to a `torch.device` held in one variable (`x.to(device)` with
+    `device = torch.device("cuda" if ... else "cpu")`): what an autocast region in that loop should name, so
+    that it follows the device the script picks. None: no such variable."""
+    names = set()
+    for move in batch_moves(source, loop):
+        target = move.call.args[0].value if move.call.args and move.method == "to" else None
+        if not isinstance(target, cst.Name):
+            return None
+        values = source.assigned_values(target, loop.scope)
+        if not values or not all(
+            isinstance(v.value, cst.Call) and source.qualname(v.value.func, v.scope) == "torch.device"
+            for v in values
+        ):
+            return None
+        names.add(target.value)
+    return f"{names.pop()}.type" if len(names) == 1 else None

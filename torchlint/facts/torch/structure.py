@@ -52,6 +52,9 @@ class Depth:
     value: int | None
     how: str
     configurable: bool = False
+    # The constructor parameter that sets it (`num_layers` of `__init__`, or `config.n_layer` of its
+    # `config`), where the callers that build the class say how deep each model is.
+    parameter: str | None = None
 
 
 @dataclass(eq=False)
@@ -230,7 +233,7 @@ class StructureAnalysis:
             depth = self.depth_of(args[1], scope, method)
             start = int(args[0].value)
             if depth.value is not None:
-                return Depth(depth.value - start, depth.how, depth.configurable)
+                return Depth(depth.value - start, depth.how, depth.configurable, depth.parameter)
             return depth
         return None
 
@@ -247,7 +250,8 @@ class StructureAnalysis:
             if param is not None:
                 default = _int(param.default)
                 shown = f", default {default}" if default is not None else ""
-                return Depth(default, f"parameter `{expr.value}`{shown}", True)
+                parameter = expr.value if method.name == "__init__" else None
+                return Depth(default, f"parameter `{expr.value}`{shown}", True, parameter)
             values = source.assigned_values(expr, scope)
             if len(values) == 1 and hops < MAX_DEPTH:
                 return self.depth_of(values[0].value, values[0].scope, method, hops + 1)
@@ -259,7 +263,12 @@ class StructureAnalysis:
                     return self.depth_of(values[0].value, values[0].scope, method, hops + 1)
             default = self._config_default(expr.attr.value)
             shown = f", default {default}" if default is not None else ""
-            return Depth(default, f"`{code}`{shown}", True)
+            # `config.n_layer` of the constructor's `config`: "config.n_layer", read where the class is built
+            holder = expr.value
+            parameter = None
+            if method.name == "__init__" and isinstance(holder, cst.Name) and _param(method, holder.value):
+                parameter = f"{holder.value}.{expr.attr.value}"
+            return Depth(default, f"`{code}`{shown}", True, parameter)
         if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):  # `depths[i]`: per stage
             param = _param(method, expr.value.value)
             default = param.default if param is not None else None

@@ -46,6 +46,9 @@ _WRAPPERS = {
     "reversed",
 }
 MAX_DEPTH = 6
+# At most this many optimizer steps in all: a demo of an API (pytorch/examples' parallelism demos run 10), not
+# a training run.
+DEMO_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,59 @@ class TrainingAnalysis:
         if self._training is None:
             self._training = [loop for loop in self.source.loops if self.is_training_loop(loop)]
         return self._training
+
+    @cached_property
+    def demo_length(self) -> bool:
+        """Every training loop here runs a known, tiny number of steps (`for i in range(10):`, nested
+        literal ranges): an API demo, where compiling costs more than the whole run and numerics are the
+        point, not speed. Unknown counts (a loader, `args.epochs`, a `while`) are never few."""
+        loops = self.training_loops
+        return bool(loops) and all(self._known_steps(loop) is not None for loop in loops)
+
+    def _known_steps(self, loop: LoopRecord) -> int | None:
+        if self.called_repeatedly(loop.function):
+            return None
+        steps = 1
+        current: LoopRecord | None = loop
+        while current is not None:
+            count = self._literal_range(current)
+            if count is None:
+                return None
+            steps *= count
+            current = current.parent
+        return steps if steps <= DEMO_STEPS else None
+
+    @cached_property
+    def makes_sparse_tensors(self) -> bool:
+        """This module gets sparse tensors from a project function it calls (a graph net's data loader that
+        returns `adj.to_sparse()`, `torch.sparse_coo_tensor(...)`, or what another such function returns).
+        Dynamo does not trace sparse tensors (the frame runs eagerly) and autocast has no half-precision
+        sparse matmul. A function that only uses a sparse tensor on the way (`torch.eye(n) + adj`) does not
+        count: what it returns is dense."""
+        seen: set[int] = set()
+        for call in self.source.calls:
+            target = self.source.callee(call)
+            if target is not None and _returns_sparse(*target, 0, seen):
+                return True
+        return False
+
+    def _literal_range(self, loop: LoopRecord) -> int | None:
+        """`for _ in range(10):`, or `range(num_iters)` with `num_iters = 10` bound once -> 10; else None."""
+        node = loop.node
+        if not isinstance(node, cst.For):
+            return None
+        it = node.iter
+        if not (isinstance(it, cst.Call) and self.source.qualname(it.func, loop.scope) == "range"):
+            return None
+        if len(it.args) != 1:
+            return None
+        count = it.args[0].value
+        if isinstance(count, cst.Name):
+            values = self.source.assigned_values(count, loop.scope)
+            count = values[0].value if len(values) == 1 and values[0].index is None else None
+        if not isinstance(count, cst.Integer):
+            return None
+        return int(count.value.replace("_", ""), 0)
 
     def called_repeatedly(self, function: FunctionRecord | None, depth: int = 0) -> bool:
         """Is `function` called inside a loop (here, or by a function that is)? Then its loops rerun."""
@@ -718,3 +774,45 @@ def _descendants(loop: LoopRecord):
     for child in loop.children:
         yield child
         yield from _descendants(child)
+
+
+_SPARSE_CALLS = {
+    "torch.sparse_coo_tensor", "torch.sparse_csr_tensor", "torch.spmm", "torch.sparse.mm",
+    "torch.sparse.addmm",
+    "torch.sparse.FloatTensor", "torch.sparse.LongTensor", "torch.sparse.sum", "torch.sparse.softmax",
+}  # fmt: skip
+_SPARSE_METHODS = {"to_sparse", "to_sparse_csr", "to_sparse_coo"}
+
+
+def _returns_sparse(home: SourceModule, function: FunctionRecord, depth: int, seen: set[int]) -> bool:
+    if depth > 2 or id(function) in seen:
+        return False
+    seen.add(id(function))
+    return any(_sparse_value(home, value, function.scope, depth, seen) for value in function.returns)
+
+
+def _sparse_value(
+    home: SourceModule, expr: cst.BaseExpression, scope: Scope, depth: int, seen: set[int], hops: int = 0
+) -> bool:
+    """`x.to_sparse()`, `torch.sparse_coo_tensor(...)`, moved with `.to(device)`, in a returned tuple, or
+    the last value a name was given (a later `adj = torch.eye(n) + adj` makes it dense again)."""
+    if hops > 8:
+        return False
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return any(_sparse_value(home, e.value, scope, depth, seen, hops + 1) for e in expr.elements)
+    if isinstance(expr, cst.Name):
+        values = home.assigned_values(expr, scope)
+        last = values[-1] if values else None
+        return last is not None and _sparse_value(home, last.value, last.scope, depth, seen, hops + 1)
+    if not isinstance(expr, cst.Call):
+        return False
+    func = expr.func
+    if isinstance(func, cst.Attribute):
+        if func.attr.value in _SPARSE_METHODS:
+            return True
+        if func.attr.value in ("to", "cuda", "coalesce", "float", "double"):
+            return _sparse_value(home, func.value, scope, depth, seen, hops + 1)
+    if (home.qualname(func, scope) or "") in _SPARSE_CALLS:
+        return True
+    target = home.callee_of_call(expr, scope)
+    return target is not None and _returns_sparse(*target, depth + 1, seen)

@@ -44,4 +44,15 @@ class DatasetKind(enum.Enum):
     ITERABLE = "iterable, not sharded across workers"
     ITERABLE_SHARDED = "iterable, sharded by get_worker_info()"
     TENSOR = "in-memory TensorDataset"
+    # A project class whose `__getitem__` only indexes tensors it holds (`return self.x[i], self.y[i]`):
+    # loaded up front, like a TensorDataset.
+    IN_MEMORY = "in memory: `__getitem__` only indexes what the dataset holds"
+    # `range(n)`, `torch.arange(n)`, `torch.randperm(n)`, a list of ints: the loader batches indices that
+    # the loop uses to slice tensors it already holds (often on the GPU); workers would collate integers.
+    INDICES = "integer indices only (the loop slices its own tensors with them)"
+    # `load_dataset(...)` as loaded: a Hugging Face table whose rows may be decoded as they are read.
+    HF_ROWS = "a Hugging Face `datasets` table as loaded (rows may be decoded as they are read)"
+    # What `.map(tokenize)` makes of one (and `["train"]`, `.shuffle()` of that): rows prepared up front in a
+    # memory-mapped Arrow table; a batch is a few KB of token ids, collated by padding.
+    HF_TABLE = "a Hugging Face `datasets` table, prepared up front by `.map(...)`"
     UNKNOWN = "unknown"

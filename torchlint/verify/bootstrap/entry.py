@@ -1,6 +1,7 @@
 """The measured process's entry: `python entry.py SPEC` (or each rank's, under `torch.distributed.run`).
 
-It seeds Python's, NumPy's and torch's RNGs the same way in every run, sets the thread count the spec asks
+It seeds Python's, NumPy's and torch's RNGs the same way in every run (compiled code included: Inductor
+falls back to eager's random ops), sets the thread count the spec asks
 for, installs the measuring hooks (`hooks.py`), and runs the script as `__main__` with the user's arguments,
 working directory and `sys.path[0]` (the script's folder), from its patched text when the run has one
 (`serve.py`). Whatever happens (stopped after W + N steps, finished, exited, crashed, killed by the runner's
@@ -39,6 +40,14 @@ def _seed(seed: int) -> None:
     import torch
 
     torch.manual_seed(seed)
+    try:  # compiled code draws random numbers (dropout masks) from Inductor's own generator: the same seed
+        # would give a compiled variant other masks than the original, and other losses from its first step.
+        # Eager's random ops in compiled graphs keep the runs comparable step by step.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fallback_random = True
+    except Exception:  # noqa: BLE001 - a torch without Inductor compiles nothing to compare
+        pass
 
 
 def _user_traceback(error: BaseException) -> str:
