@@ -532,3 +532,94 @@ for epoch in range(args.epochs):
         "features.to_sparse()", "features"
     )
     assert [code for code, _ in codes_and_lines(dense, select=("TL101", "TL301"))] == ["TL101", "TL301"]
+
+
+# -- devices and steps -----------------------------------------------------------------------------------
+
+DQN = """\
+import torch
+
+device = torch.device("cuda:" + str(args.gpu) if torch.cuda.is_available() else "cpu")
+q_network = QNetwork().to(device)
+target_network = QNetwork().to(device)
+optimizer = torch.optim.Adam(q_network.parameters(), lr=1e-4)
+for global_step in range(args.total_timesteps):
+    q_values = q_network(torch.Tensor(obs).to(device))
+    actions = torch.argmax(q_values, dim=1).cpu().numpy()
+    if global_step > args.learning_starts:
+        with torch.no_grad():
+            target_max, _ = target_network(data.next_observations).max(dim=1)
+            td_target = data.rewards.flatten() + args.gamma * target_max
+        old_val = q_network(data.observations).gather(1, data.actions).squeeze()
+        loss = ((td_target - old_val) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_gpu_named_by_concatenation_when_cuda_is_available_is_cuda_when_available():
+    assert ("TL101", 4) in codes_and_lines(DQN, select=("TL101",))
+    assert lint(DQN, select=("TL301",)), "the device is read as cuda when available, not as the CPU"
+
+
+def test_the_step_of_a_reinforcement_learning_loop_is_the_update_not_the_acting_call():
+    # The acting call (line 8) comes first; the update's forward is the one in the backward's block.
+    assert codes_and_lines(DQN, select=("TL301",)) == [("TL301", 14)]
+    fixed = fix(DQN, select=("TL301",))
+    assert (
+        '        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
+        "            old_val = q_network(data.observations)" in fixed
+    )
+
+
+def test_a_loader_name_rebound_before_the_return_hands_back_the_second_loader_only():
+    source = (
+        CUDA_HEAD
+        + f"""\
+def cached_loader(dataset, batch_size):
+    loader = DataLoader(dataset, batch_size=batch_size)
+    features = []
+    for x, y in loader:
+        with torch.no_grad():
+            features.append(encoder(x.to(device)).cpu())
+    loader = DataLoader(Features(features), batch_size=batch_size, shuffle=True)
+    return loader
+
+
+train_loader = cached_loader(raw, 32)
+for epoch in range(10):
+    for x, y in train_loader:
+{STEP}"""
+    )
+    assert [line for _, line in loader_codes(source)] == [14, 14]  # the second loader, not the first (9)
+
+
+def test_an_in_memory_dataset_filled_key_by_key_and_split_stays_in_memory():
+    source = (
+        CUDA_HEAD
+        + f"""\
+class Pairs(Dataset):
+    def __init__(self, X, y):
+        self.X = X
+        self.y = y
+
+    def __len__(self):
+        return len(self.X)
+
+    def __getitem__(self, index):
+        data = {{}}
+        data["X"] = self.X[index]
+        data["y"] = self.y[index]
+        return data
+
+
+full = Pairs(xs, ys)
+train_set, test_set = torch.utils.data.random_split(full, [800, 200])
+loader = DataLoader(torch.utils.data.Subset(train_set, range(100)), batch_size=8, pin_memory=True)
+for epoch in range(10):
+    for batch in loader:
+        x, y = batch["X"].to(device, non_blocking=True), batch["y"].to(device, non_blocking=True)
+{STEP}"""
+    )
+    assert loader_codes(source) == []

@@ -495,6 +495,50 @@ class SourceModule:
             ]
         return self.assignments(expr, scope) or []
 
+    def reaching_values(self, name: cst.Name, scope: Scope) -> list[Assignment]:
+        """`assigned_values` of a name read inside a function, less the bindings that an unconditional
+        rebinding in the function's own body hides from the read: in `loader = DataLoader(a)`, ...,
+        `loader = DataLoader(b)`, `return loader`, the return hands back the second loader only. Bindings
+        in later statements of the body cannot reach the read either (no loop of the body holds both)."""
+        bindings = [
+            b for b in scope.lookup(name.value) if b.kind is BindingKind.ASSIGN and b.value is not None
+        ]
+        home = bindings[0].scope if bindings else None
+        function = home.node if home is not None else None
+        if (
+            len(bindings) < 2
+            or not isinstance(function, cst.FunctionDef)
+            or any(b.scope is not home for b in bindings)
+            or not isinstance(function.body, cst.IndentedBlock)
+        ):
+            return self.assigned_values(name, scope)
+        statements = function.body.body
+        read = next((i for i, statement in enumerate(statements) if walk.contains(statement, name)), None)
+        if read is None:
+            return self.assigned_values(name, scope)
+        placed = [(self._statement_index(statements, b.node), b) for b in bindings]
+        if any(index is None for index, _ in placed):
+            return self.assigned_values(name, scope)
+        last_plain = max(
+            (
+                index
+                for index, b in placed
+                if index < read and statements[index] is _line_of(statements, b.node)
+            ),
+            default=-1,
+        )
+        return [
+            Assignment(b.value, b.scope, b.index)  # type: ignore[arg-type]
+            for index, b in placed
+            if index is not None and index <= read and index >= last_plain
+        ]
+
+    @staticmethod
+    def _statement_index(statements, node: cst.CSTNode | None) -> int | None:
+        if node is None:
+            return None
+        return next((i for i, statement in enumerate(statements) if walk.contains(statement, node)), None)
+
     def assignment_of(
         self, value: cst.BaseExpression, *, through_branches: bool = False
     ) -> cst.Assign | cst.AnnAssign | None:
@@ -688,3 +732,14 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
         and isinstance(statement.body[0], cst.Expr)
         and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
+
+
+def _line_of(statements, node: cst.CSTNode | None) -> cst.CSTNode | None:
+    """The statement of `statements` that is `node` or a simple line holding it directly (an unconditional
+    binding of the body itself), else None."""
+    for statement in statements:
+        if statement is node:
+            return statement
+        if isinstance(statement, cst.SimpleStatementLine) and any(small is node for small in statement.body):
+            return statement
+    return None

@@ -32,6 +32,9 @@ _MAP_LIBRARIES = ("torchvision.datasets.", "datasets.")
 _HF_LOADERS = {"datasets.load_dataset", "datasets.load_from_disk"}
 _HF_CLASSES = ("datasets.Dataset", "datasets.DatasetDict", "datasets.arrow_dataset.Dataset")
 _HF_TABLES = (DatasetKind.HF_ROWS, DatasetKind.HF_TABLE)
+# Parts of a dataset, of its kind.
+_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split"}
+_SUBSETS = {"torch.utils.data.Subset", "torch.utils.data.dataset.Subset"}
 MAX_HOPS = 12  # names, subscripts and table methods followed from a loader to what built its dataset
 _TABLE_METHODS = {
     "map", "filter", "shuffle", "select", "remove_columns", "rename_column", "rename_columns", "with_format",
@@ -96,6 +99,8 @@ class DatasetAnalysis:
             # As loaded, a table's rows may be decoded as they are read (an `Image` column); `.map(...)`
             # prepares them up front, unless a transform decodes rows as they are read anyway.
             return DatasetKind.MAP if self._transforms_per_row else DatasetKind.HF_ROWS
+        if callee in _SUBSETS and expr.args:  # `Subset(dataset, indices)`: a part of `dataset`
+            return self.kind_of(expr.args[0].value, scope, depth + 1)
         if callee in ("list", "tuple") and len(expr.args) == 1:  # `list(range(n))`
             inner = self.kind_of(expr.args[0].value, scope, depth + 1)
             return inner if inner is DatasetKind.INDICES else DatasetKind.UNKNOWN
@@ -130,10 +135,13 @@ class DatasetAnalysis:
         return kinds
 
     def _unpacked_kind(self, value: cst.BaseExpression, scope: Scope, index: int, depth: int) -> DatasetKind:
-        """`dataset, model, optimizer = load_train_objs()`: element `index` of what the call returns."""
-        if isinstance(value, cst.Call) and depth <= 6:
-            return self._returned_kind(value, scope, depth, index)
-        return DatasetKind.UNKNOWN
+        """`dataset, model, optimizer = load_train_objs()`: element `index` of what the call returns;
+        `train, test = random_split(full, [n, m])`: a part of `full`, of its kind."""
+        if not isinstance(value, cst.Call) or depth > MAX_HOPS:
+            return DatasetKind.UNKNOWN
+        if self.source.qualname(value.func, scope) in _SPLITS and value.args:
+            return self.kind_of(value.args[0].value, scope, depth + 1)
+        return self._returned_kind(value, scope, depth, index)
 
     def _returned_kind(
         self, call: cst.Call, scope: Scope, depth: int, index: int | None = None
@@ -346,13 +354,37 @@ def _integer_list(expr: cst.BaseExpression) -> bool:
 
 def _only_indexes_itself(getitem: FunctionRecord) -> bool:
     """Every value `__getitem__` returns is an item of what the dataset holds, indexed by its argument
-    (`return self.x[i], self.y[i]`, a dict of such): nothing is read, decoded or transformed per sample.
-    A body that does anything besides returning (a transform, a file read) is not this shape."""
-    statements = [s for s in getitem.node.body.body if not _docstring(s)]
-    if len(getitem.params) < 2 or len(statements) != 1 or not getitem.returns:
+    (`return self.x[i], self.y[i]`, a dict of such, also filled key by key: `d = {}`, `d["x"] =
+    self.x[i]`, `return d`): nothing is read, decoded or transformed per sample. Any other statement (a
+    transform, a file read) is not this shape."""
+    if len(getitem.params) < 2 or not getitem.returns:
         return False
     index = getitem.params[1]
-    return all(_held_item(value, index) for value in getitem.returns)
+    assembled: set[str] = set()  # local dicts filled only with held items
+    for statement in getitem.node.body.body:
+        if _docstring(statement):
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        if isinstance(small, cst.Return):
+            continue
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            return False
+        target = small.targets[0].target
+        if isinstance(target, cst.Name) and isinstance(small.value, cst.Dict) and not small.value.elements:
+            assembled.add(target.value)
+        elif not (
+            isinstance(target, cst.Subscript)
+            and isinstance(target.value, cst.Name)
+            and target.value.value in assembled
+            and _held_item(small.value, index)
+        ):
+            return False
+    return all(
+        (isinstance(value, cst.Name) and value.value in assembled) or _held_item(value, index)
+        for value in getitem.returns
+    )
 
 
 def _docstring(statement: cst.CSTNode) -> bool:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Device", "DeviceAnalysis", "DeviceEvidence"]
 
+_AVAILABILITY = {"torch.cuda.is_available", "torch.accelerator.is_available"}
 _CWA_CALLS = {"torch.accelerator.current_accelerator", "torch.accelerator.is_available"}
 # Calls that only make sense with a GPU: the script picks one (`torch.cuda.set_device(local_rank)`).
 _CUDA_CALLS = {"torch.cuda.set_device", "torch.cuda.current_device"}
@@ -38,6 +39,12 @@ MAX_DEPTH = 6
 class DeviceAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
+
+    def _asks_for_cuda(self, test: cst.BaseExpression, scope: Scope) -> bool:
+        """The test is `torch.cuda.is_available()` (or the accelerator's), alone or first in an `and`."""
+        while isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            test = test.left
+        return isinstance(test, cst.Call) and (self.source.qualname(test.func, scope) or "") in _AVAILABILITY
 
     def device_of(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Device:
         if depth > MAX_DEPTH:
@@ -60,7 +67,13 @@ class DeviceAnalysis:
             if isinstance(head, cst.FormattedStringExpression):  # f"{device_type}:{rank}"
                 return self.device_of(head.expression, scope, depth + 1)
             return Device.UNKNOWN
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Modulo)):
+            # `"cuda:" + str(rank)`, `"cuda:%d" % rank`
+            ok, head = literal_of(expr.left)
+            return Device.CUDA if ok and isinstance(head, str) and head.startswith("cuda") else Device.UNKNOWN
         if isinstance(expr, cst.IfExp):
+            if self._asks_for_cuda(expr.test, scope):  # `<a GPU> if torch.cuda.is_available() else "cpu"`
+                return Device.CUDA_WHEN_AVAILABLE
             branches = {
                 self.device_of(expr.body, scope, depth + 1),
                 self.device_of(expr.orelse, scope, depth + 1),

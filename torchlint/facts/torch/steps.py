@@ -46,7 +46,8 @@ class TrainingStep:
 
 def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> TrainingStep | None:
     """The step of `loop`: its first call of a trained model (by the names in `models`, or a name that
-    reads like one: `model`, `self.net`) written in the loop itself or in a function of this module the
+    reads like one: `model`, `self.net`) in the block of the backward pass when there is one there, written
+    in the loop itself or in a function of this module the
     loop calls to run the step (`self._run_batch(x, y)`, `train_iter(model, ...)`); None when the forward is
     elsewhere."""
     from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, TrainingAnalysis
@@ -67,15 +68,28 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
                 break
     if found is None:
         return None
-    forward, calls, body_node = found
+    forwards, calls, body_node = found
     # the backward pass written here (at the depth limit the training analysis reads the call itself only)
     backward = next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
+    forward = forwards[0]
+    if backward is not None:
+        # The forward that feeds the backward sits in its block: in a reinforcement-learning step the first
+        # network call acts (`q_values = q_network(obs)`, then `argmax`), and the update comes later, under
+        # `if global_step > learning_starts:` with the backward.
+        home = _statement_in_block(body_node, backward.node)
+        beside = [f for f in forwards if home is not None and _block_of(body_node, f.node) is home[0]]
+        forward = beside[0] if beside else forward
     return _step(source, forward.node, backward.node if backward else None, body_node)
 
 
+def _block_of(body: cst.CSTNode, call: cst.Call) -> cst.BaseSuite | None:
+    found = _statement_in_block(body, call)
+    return found[0] if found is not None else None
+
+
 def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]):
-    """The first model call (in source order) among `calls`; without one, the first call handed a trained
-    model whose result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`)."""
+    """The model calls among `calls`, in source order; without one, the calls handed a trained model
+    whose result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`)."""
     calls = list(calls)
     forwards = [c for c in calls if _is_model_call(source, c, models)]
     if not forwards:
@@ -84,7 +98,7 @@ def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]
         ]
     if not forwards:
         return None
-    return min(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
+    return sorted(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
 
 
 def _step(

@@ -369,7 +369,7 @@ class TrainingAnalysis:
                     function = facts.function_of_scope(binding.scope)
                     if function is not None:
                         found.append(ParamSource(function, expr.value))
-            for assignment in facts.assigned_values(expr, scope):
+            for assignment in facts.reaching_values(expr, scope):
                 found += self.sources(assignment.value, assignment.scope, assignment.index, depth + 1)
             return found
         if isinstance(
