@@ -496,48 +496,36 @@ class SourceModule:
         return self.assignments(expr, scope) or []
 
     def reaching_values(self, name: cst.Name, scope: Scope) -> list[Assignment]:
-        """`assigned_values` of a name read inside a function, less the bindings that an unconditional
-        rebinding in the function's own body hides from the read: in `loader = DataLoader(a)`, ...,
-        `loader = DataLoader(b)`, `return loader`, the return hands back the second loader only. Bindings
-        in later statements of the body cannot reach the read either (no loop of the body holds both)."""
+        """`assigned_values` of a name, less the bindings that an unconditional rebinding hides from this
+        read: one written earlier in the same block as the read (`loader = DataLoader(a)` ...
+        `loader = DataLoader(b)`, `return loader` returns the second only; in `if hf: ds = load(...);
+        ds = ds.map(f); dl = DataLoader(ds)` the `else:` branch's `ds` does not reach `dl`)."""
         bindings = [
             b for b in scope.lookup(name.value) if b.kind is BindingKind.ASSIGN and b.value is not None
         ]
-        home = bindings[0].scope if bindings else None
-        function = home.node if home is not None else None
-        if (
-            len(bindings) < 2
-            or not isinstance(function, cst.FunctionDef)
-            or any(b.scope is not home for b in bindings)
-            or not isinstance(function.body, cst.IndentedBlock)
-        ):
+        if len(bindings) < 2:
             return self.assigned_values(name, scope)
-        statements = function.body.body
-        read = next((i for i, statement in enumerate(statements) if walk.contains(statement, name)), None)
-        if read is None:
+        root = bindings[0].scope.node
+        located = _innermost_block(root if root is not None else self.module, name)
+        if located is None:
             return self.assigned_values(name, scope)
-        placed = [(self._statement_index(statements, b.node), b) for b in bindings]
-        if any(index is None for index, _ in placed):
+        statements, read = located
+        earlier = [
+            index
+            for index in range(read)
+            if any(_binds_directly(statements[index], b.node) for b in bindings)
+        ]
+        if not earlier:
             return self.assigned_values(name, scope)
-        last_plain = max(
-            (
-                index
-                for index, b in placed
-                if index < read and statements[index] is _line_of(statements, b.node)
-            ),
-            default=-1,
-        )
+        # The read's own line binds after it reads (`ds = ds.map(f)` reads the earlier `ds`); a compound
+        # statement (a loop) may rebind before its header reads again.
+        last = read + 1 if not isinstance(statements[read], cst.SimpleStatementLine) else read
+        kept = statements[earlier[-1] : last]
         return [
             Assignment(b.value, b.scope, b.index)  # type: ignore[arg-type]
-            for index, b in placed
-            if index is not None and index <= read and index >= last_plain
+            for b in bindings
+            if b.node is not None and any(walk.contains(statement, b.node) for statement in kept)
         ]
-
-    @staticmethod
-    def _statement_index(statements, node: cst.CSTNode | None) -> int | None:
-        if node is None:
-            return None
-        return next((i for i, statement in enumerate(statements) if walk.contains(statement, node)), None)
 
     def assignment_of(
         self, value: cst.BaseExpression, *, through_branches: bool = False
@@ -734,12 +722,30 @@ def _is_docstring(statement: cst.CSTNode) -> bool:
     )
 
 
-def _line_of(statements, node: cst.CSTNode | None) -> cst.CSTNode | None:
-    """The statement of `statements` that is `node` or a simple line holding it directly (an unconditional
-    binding of the body itself), else None."""
-    for statement in statements:
-        if statement is node:
-            return statement
-        if isinstance(statement, cst.SimpleStatementLine) and any(small is node for small in statement.body):
-            return statement
+def _innermost_block(root: cst.CSTNode, target: cst.CSTNode) -> tuple[list[cst.CSTNode], int] | None:
+    """The statements of the innermost block (a module's, a function's, a branch's, a loop's body) that
+    holds the statement holding `target`, and that statement's index; None when `target` is not under it."""
+    parts = (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally)
+    if isinstance(root, (cst.Module, cst.IndentedBlock)):
+        statements = list(root.body)
+        for index, statement in enumerate(statements):
+            if not walk.contains(statement, target):
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine):
+                for child in statement.children:
+                    found = _innermost_block(child, target) if isinstance(child, parts) else None
+                    if found is not None:
+                        return found
+            return statements, index  # a simple line, or the header of a compound statement
+        return None
+    for child in root.children:
+        found = _innermost_block(child, target) if isinstance(child, parts) else None
+        if found is not None:
+            return found
     return None
+
+
+def _binds_directly(statement: cst.CSTNode, node: cst.CSTNode | None) -> bool:
+    """`statement` is a simple line of the block whose own small statement is `node`: an unconditional
+    binding of that block."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(small is node for small in statement.body)

@@ -69,12 +69,18 @@ class DatasetAnalysis:
         if depth > MAX_HOPS:
             return DatasetKind.UNKNOWN
         if isinstance(expr, (cst.Name, cst.Attribute)):  # a variable, `self.train_set`
+            values = (
+                self.source.reaching_values(expr, scope)
+                if isinstance(expr, cst.Name)
+                else self.source.assigned_values(expr, scope)
+            )
+            # `ds = ds.map(f)` rebinds the same table: decided by the other bindings when there are some
+            values = [a for a in values if not _table_rebind(expr, a.value)] or values
             kinds = {
                 self.kind_of(a.value, a.scope, depth + 1)
                 if a.index is None
                 else self._unpacked_kind(a.value, a.scope, a.index, depth)
-                for a in self.source.assigned_values(expr, scope)
-                if not _table_rebind(expr, a.value)
+                for a in values
             }
             if not kinds and isinstance(expr, cst.Name):
                 kinds = self._passed_kinds(expr.value, scope, depth)

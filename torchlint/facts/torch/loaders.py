@@ -111,6 +111,8 @@ class LoaderAnalysis:
         source = self.source
         found: dict[int, Loader] = {}
         for call in source.calls:
+            if _never_runs(call.guards):
+                continue  # `if 1: ... else: DataLoader(...)`: a loader that is never built
             cls = self.loader_class(call.node.func, call.scope)
             if cls is not None:
                 arguments = read_call(source, call.node, call.scope, DATALOADER)
@@ -189,3 +191,14 @@ def _defines_iter(source: SourceModule, cls, depth: int) -> bool:
 # num_samples=int(1e10))` is an endless stream whose iterator is never exhausted, hence never re-created.
 ENDLESS_EPOCH = 10**9
 RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
+
+
+def _never_runs(guards: tuple[tuple[cst.BaseExpression, bool], ...]) -> bool:
+    """A branch whose test is a constant that sends the code the other way (`if 1:` ... `else:`, `if
+    False:`)."""
+    for test, branch in guards:
+        if isinstance(test, cst.Integer) or (isinstance(test, cst.Name) and test.value in ("True", "False")):
+            truthy = test.value == "True" if isinstance(test, cst.Name) else int(test.value, 0) != 0
+            if truthy != branch:
+                return True
+    return False
