@@ -626,7 +626,9 @@ for epoch in range(10):
 
 
 def test_a_table_rebound_in_one_branch_is_not_mixed_with_the_other_branch_and_a_dead_branch_is_skipped():
-    source = CUDA_HEAD + f"""\
+    source = (
+        CUDA_HEAD
+        + f"""\
 from datasets import load_dataset
 
 if 1:  # real dataset
@@ -640,6 +642,7 @@ else:  # fake dataset
 for epoch in range(10):
     for x, y in dl:
 {STEP}"""
+    )
     assert loader_codes(source) == []
     live = source.replace("if 1:", "if args.real:")
     assert [code for code, _ in loader_codes(live)] == ["TL201", "TL202"]  # the fake loader, line 17
