@@ -363,6 +363,12 @@ class ModuleFacts:
         """The module differentiates a graph twice (`autograd.grad(..., create_graph=True)`)."""
         return self._models.double_backward
 
+    def is_one_layer(self, model: Model) -> bool:
+        """The model is one built-in layer that runs as one kernel (`nn.Linear(20, 1)`, a convolution)."""
+        from torchlint.facts.torch.models import ONE_KERNEL_LAYERS
+
+        return self._models.builtin_module(model.expr, model.scope) in ONE_KERNEL_LAYERS
+
     def builtin_module(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         """The `torch.nn` class of a built-in module `expr` holds (`Linear`, `Sequential`), else None."""
         return self._models.builtin_module(expr, scope)

@@ -27,13 +27,6 @@ if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
 
 
-# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gains nothing.
-_ONE_KERNEL = {
-    "Linear", "Bilinear", "Embedding", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-    "ConvTranspose2d", "ConvTranspose3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-}  # fmt: skip
-
-
 class ModelNotCompiled(Rule):
     code = "TL101"
     name = "model-not-compiled"
@@ -56,7 +49,7 @@ class ModelNotCompiled(Rule):
         for model in facts.trained_models:
             if facts.compiled_somewhere(model) or not self._may_be_cuda(facts.model_device(model)):
                 continue
-            if facts.builtin_module(model.expr, model.scope) in _ONE_KERNEL:
+            if facts.is_one_layer(model):
                 continue  # one layer is one kernel: nothing for the compiler to fuse
             if facts.demo_length_training:
                 continue  # a run of a few steps ends before compiling would pay for itself

@@ -75,6 +75,12 @@ _MODEL_OPTIMIZER_METHODS = {"configure_optimizers", "setup_optimizer", "setup_op
 _OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 _PLACEMENTS = {"to", "cuda", "to_empty"}
+# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gains nothing from
+# compiling, and a placeholder of that size (`nn.Linear(20, 1)`) nothing from autocast either.
+ONE_KERNEL_LAYERS = {
+    "Linear", "Bilinear", "Embedding", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+}  # fmt: skip
 _KERAS_COMPILE = {"optimizer", "loss", "metrics", "loss_weights", "run_eagerly", "jit_compile"}
 _GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
 _WRAPPERS = {
