@@ -53,8 +53,6 @@ class TrainingWithoutAutocast(Rule):
             yield self.finding(facts, callee, message, fix)
         if facts.demo_length_training:
             return  # an API demo of a few steps: its numerics are the point, not its speed
-        if facts.makes_sparse_tensors:
-            return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
         for loop in facts.training_loops:
             # The device of this file, or of the files that call the loop's function when it shows none
             device = facts.loop_device(loop)
@@ -67,6 +65,8 @@ class TrainingWithoutAutocast(Rule):
             step = facts.training_step(loop)
             if step is None:
                 continue
+            if facts.makes_sparse_tensors:
+                return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
             message = (
                 f"`{facts.code(step.callee)}(...)` runs the forward pass of a training loop on the GPU "
                 "in float32: `torch.autocast` runs matrix math in half precision on tensor cores and "
