@@ -253,7 +253,7 @@ class ModuleFacts:
 
     @property
     def makes_sparse_tensors(self) -> bool:
-        """The module builds sparse tensors (itself or two calls deep): graph nets' adjacency matrices."""
+        """The project functions this module calls hand it sparse tensors (a graph net's adjacency)."""
         return self.training.makes_sparse_tensors
 
     @property

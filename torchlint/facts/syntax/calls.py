@@ -215,6 +215,14 @@ def dict_entries(source: SourceModule, expr: cst.BaseExpression, scope: Scope, d
     return DictEntries(complete=False)
 
 
+def passed_for(
+    source: SourceModule, function: FunctionRecord, name: str
+) -> list[tuple[cst.BaseExpression | None, Scope]]:
+    """What each call of `function` in `source` (for an `__init__`, each construction of its class) passes
+    for its parameter `name`, with the caller's scope; None where a call does not pass it."""
+    return [(argument_for(call.node, function, name), call.scope) for call in source.callers_of(function)]
+
+
 def argument_for(call: cst.Call, function: FunctionRecord, name: str) -> cst.BaseExpression | None:
     """The expression a call passes for parameter `name` of `function` (None: not passed, or unknown)."""
     params = function.params

@@ -625,7 +625,7 @@ class SourceModule:
                 found.append(statement)
             elif found:
                 break  # the first block of imports ends here
-            elif not _is_docstring(statement):
+            elif not is_docstring(statement):
                 break
         return found
 
@@ -657,7 +657,7 @@ class SourceModule:
         if imports:
             return self.line_span(imports[-1])[1]
         body = self.module.body
-        if body and _is_docstring(body[0]):
+        if body and is_docstring(body[0]):
             return self.line_span(body[0])[1]
         if body:
             return self.line_span(body[0])[0]
@@ -713,7 +713,8 @@ def _is_stand_in(binding: Binding) -> bool:
     return binding.kind is BindingKind.ASSIGN and isinstance(binding.value, (cst.Name, cst.Attribute))
 
 
-def _is_docstring(statement: cst.CSTNode) -> bool:
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """A statement that is a string alone: a docstring."""
     return (
         isinstance(statement, cst.SimpleStatementLine)
         and len(statement.body) == 1

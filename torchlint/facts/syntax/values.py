@@ -85,6 +85,12 @@ def literal_of(expr: cst.BaseExpression) -> tuple[bool, object]:
     return False, None
 
 
+def is_false_constant(expr: cst.BaseExpression) -> bool:
+    """`False`, `None` or `0` written out: a switch turned off."""
+    ok, value = literal_of(expr)
+    return ok and not value and not isinstance(value, str)
+
+
 def constant_number(expr: cst.BaseExpression) -> float | None:
     """A number written as a constant: `10_000`, `1e10`, `int(1e10)`, `10 ** 10`."""
     ok, value = literal_of(expr)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import Scope, dotted
+from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.models import ModelAnalysis
 from torchlint.facts.torch.structure import Stack, StructureAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
@@ -212,7 +213,7 @@ class CheckpointAnalysis:
             for arg in call.node.args:
                 if arg.keyword is None:
                     continue
-                if arg.keyword.value in _SWITCHES and not _is_false(arg.value):
+                if arg.keyword.value in _SWITCHES and not is_false_constant(arg.value):
                     found.append((arg, f"`{arg.keyword.value}=`"))
                 elif arg.keyword.value in _POLICIES:  # chosen, even as None: the author decided
                     found.append((arg, f"`{arg.keyword.value}=`"))
@@ -459,10 +460,6 @@ def _deep(stack: Stack, min_depth: int) -> bool:
     if depth.value is not None:
         return depth.value >= min_depth
     return depth.configurable
-
-
-def _is_false(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
 
 
 def _calls_backward_machinery(function) -> bool:

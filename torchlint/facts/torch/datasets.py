@@ -14,8 +14,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.calls import passed_for
 from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
+from torchlint.facts.syntax.module import is_docstring
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.vocabulary import DatasetKind
@@ -132,13 +133,10 @@ class DatasetAnalysis:
         function = self.source.function_of_scope(bindings[0].scope)
         if function is None:
             return set()
-        kinds = set()
-        for call in self.source.callers_of(function):
-            argument = argument_for(call.node, function, name)
-            if argument is None:
-                return set()
-            kinds.add(self.kind_of(argument, call.scope, depth + 1))
-        return kinds
+        passed = passed_for(self.source, function, name)
+        if any(argument is None for argument, _ in passed):
+            return set()
+        return {self.kind_of(argument, caller, depth + 1) for argument, caller in passed}  # type: ignore[arg-type]
 
     def _unpacked_kind(self, value: cst.BaseExpression, scope: Scope, index: int, depth: int) -> DatasetKind:
         """`dataset, model, optimizer = load_train_objs()`: element `index` of what the call returns;
@@ -368,7 +366,7 @@ def _only_indexes_itself(getitem: FunctionRecord) -> bool:
     index = getitem.params[1]
     assembled: set[str] = set()  # local dicts filled only with held items
     for statement in getitem.node.body.body:
-        if _docstring(statement):
+        if is_docstring(statement):
             continue
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             return False
@@ -390,15 +388,6 @@ def _only_indexes_itself(getitem: FunctionRecord) -> bool:
     return all(
         (isinstance(value, cst.Name) and value.value in assembled) or _held_item(value, index)
         for value in getitem.returns
-    )
-
-
-def _docstring(statement: cst.CSTNode) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
 
 

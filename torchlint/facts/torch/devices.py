@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import argument_for, positional_and_keywords
+from torchlint.facts.syntax.calls import passed_for, positional_and_keywords
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.torch import frameworks
@@ -126,12 +126,11 @@ class DeviceAnalysis:
         function = self.source.function_of_scope(scope)
         if function is None:
             return set()
-        found = set()
-        for call in self.source.callers_of(function):
-            argument = argument_for(call.node, function, name)
-            if argument is not None:
-                found.add(self.device_of(argument, call.scope, depth + 1))
-        return found
+        return {
+            self.device_of(argument, caller, depth + 1)
+            for argument, caller in passed_for(self.source, function, name)
+            if argument is not None
+        }
 
     @cached_property
     def evidence(self) -> DeviceEvidence:

@@ -197,8 +197,7 @@ def _never_runs(guards: tuple[tuple[cst.BaseExpression, bool], ...]) -> bool:
     """A branch whose test is a constant that sends the code the other way (`if 1:` ... `else:`, `if
     False:`)."""
     for test, branch in guards:
-        if isinstance(test, cst.Integer) or (isinstance(test, cst.Name) and test.value in ("True", "False")):
-            truthy = test.value == "True" if isinstance(test, cst.Name) else int(test.value, 0) != 0
-            if truthy != branch:
-                return True
+        ok, value = literal_of(test)
+        if ok and bool(value) != branch:
+            return True
     return False

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
+from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
@@ -75,8 +76,8 @@ _MODEL_OPTIMIZER_METHODS = {"configure_optimizers", "setup_optimizer", "setup_op
 _OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 _PLACEMENTS = {"to", "cuda", "to_empty"}
-# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gains nothing from
-# compiling, and a placeholder of that size (`nn.Linear(20, 1)`) nothing from autocast either.
+# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gives the compiler
+# nothing to fuse.
 ONE_KERNEL_LAYERS = {
     "Linear", "Bilinear", "Embedding", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
     "ConvTranspose2d", "ConvTranspose3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
@@ -809,7 +810,7 @@ class ModelAnalysis:
             keeps_originals = any(
                 arg.keyword is not None
                 and arg.keyword.value == "use_orig_params"
-                and not _is_false(arg.value)
+                and not is_false_constant(arg.value)
                 for arg in call.args
             )
             if qualname.endswith("FullyShardedDataParallel") and not keeps_originals:
@@ -830,7 +831,7 @@ class ModelAnalysis:
                 if (
                     arg.keyword is not None
                     and arg.keyword.value == "create_graph"
-                    and not _is_false(arg.value)
+                    and not is_false_constant(arg.value)
                 ):
                     return True
         return False
@@ -944,10 +945,6 @@ def _keras_compile(call: cst.Call) -> bool:
     """`nn.Module.compile(**kwargs)` takes torch.compile's keywords; Keras's `Model.compile` takes an
     optimizer and a loss, often positionally."""
     return any(arg.keyword is None or arg.keyword.value in _KERAS_COMPILE for arg in call.args)
-
-
-def _is_false(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in ("False", "None")
 
 
 def _names_cpu(expr: cst.BaseExpression) -> bool:

@@ -243,9 +243,8 @@ class TrainingAnalysis:
         if isinstance(count, cst.Name):
             values = self.source.assigned_values(count, loop.scope)
             count = values[0].value if len(values) == 1 and values[0].index is None else None
-        if not isinstance(count, cst.Integer):
-            return None
-        return int(count.value.replace("_", ""), 0)
+        ok, value = literal_of(count) if count is not None else (False, None)
+        return value if ok and isinstance(value, int) and not isinstance(value, bool) else None
 
     def called_repeatedly(self, function: FunctionRecord | None, depth: int = 0) -> bool:
         """Is `function` called inside a loop (here, or by a function that is)? Then its loops rerun."""
