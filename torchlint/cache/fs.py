@@ -11,10 +11,13 @@ a symlink's target) and which paths are the same file (discovery's dedup and sym
 `torchlint.cache.replay` stores the record next to the run's findings; `still_holds` asks it all again.
 
 A file or folder is trusted unchanged when its stat signature (size, mtime, ctime, inode) is the one
-recorded, unless it was modified within RACY_NS of when the record was written: file systems with coarse
-timestamps could hide a later edit behind the same mtime (git's "racy" entries), so those are compared by
-content. A changed signature is compared by content too, so `touch` alone costs a re-read, not a re-check.
-The stat is taken before the read, so an edit made during a run shows up as a changed signature next time.
+recorded and its mtime and ctime are older by RACY_NS than the moment it was read (the clock is read before
+the stat, the stat before the content). A later edit then lands in a later timestamp tick, whatever the file
+system's granularity (up to FAT's 2 s), so it changes the signature. Otherwise ("racy", as git's index
+entries) an edit in the same tick, made after the read, keeps size and timestamps (reliability N13: a run
+that outlasts the tick would replay what it read before the edit), so such an entry is compared by content,
+and the re-read, which records its own moment, is written back: a later replay can trust the signature.
+A changed signature is compared by content too, so `touch` alone costs a re-read, not a re-check.
 Identities are compared as a partition (the same paths are still the same files, the others still not), so
 an editor's atomic save, which gives a file a new inode, does not spoil a replay.
 """
@@ -22,14 +25,16 @@ an editor's atomic save, which gives a file a new inode, does not spoil a replay
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from torchlint.cache.digest import content_hash
 from torchlint.workspace.fs import FileSystem, entry_link_kind, identity_of, kind_of, kind_of_mode, listing
 
-RACY_NS = 2_000_000_000
+RACY_NS = 2_000_000_000  # the coarsest timestamp granularity assumed (FAT's)
 
-Record = dict[str, list]  # "question\0absolute path" -> [answer, signature or None]
+# "question\0absolute path" -> [answer, signature or None, when it was read (ns) or None]
+Record = dict[str, list]
 
 
 def _signature(result: os.stat_result) -> list[int]:
@@ -61,44 +66,47 @@ class RecordingFileSystem(FileSystem):
         for key, value in recorded.items():
             self.record.setdefault(key, value)
 
-    def _note(self, question: str, path: str, answer, signature) -> None:
+    def _note(self, question: str, path: str, answer, signature=None, seen: int | None = None) -> None:
         """Keep the first answer (the earliest signature) when a path is asked about twice in one run."""
-        self.record.setdefault(f"{question}\0{os.path.abspath(path)}", [answer, signature])
+        self.record.setdefault(f"{question}\0{os.path.abspath(path)}", [answer, signature, seen])
 
     # -- the questions ------------------------------------------------------------------------------------
 
     def kind(self, path: Path | str) -> str | None:
         text = os.fspath(path)
         answer = kind_of(text)
-        self._note("kind", text, answer, None)
+        self._note("kind", text, answer)
         return answer
 
     def link_kind(self, path: Path | str) -> str | None:
         text = os.fspath(path)
         answer = kind_of(text, follow_symlinks=False)
-        self._note("link", text, answer, None)
+        self._note("link", text, answer)
         return answer
 
     def identity(self, path: Path | str) -> tuple[int, int] | None:
         text = os.fspath(path)
         answer = identity_of(text)
-        self._note("identity", text, list(answer) if answer is not None else None, None)
+        self._note("identity", text, list(answer) if answer is not None else None)
         return answer
 
     def read_bytes(self, path: Path | str) -> bytes:
-        """The file's bytes (OSError as usual), recorded with the signature taken before reading."""
+        """The file's bytes (OSError as usual), recorded with the signature taken before reading, and the
+        moment taken before that."""
         text = os.fspath(path)
         with open(text, "rb") as handle:
+            seen = time.time_ns()
             signature = _signature(os.fstat(handle.fileno()))
             data = handle.read()
-        self._note("content", text, content_hash(data), signature)
+        self._note("content", text, content_hash(data), signature, seen)
         return data
 
     def scandir(self, path: Path | str) -> list[os.DirEntry]:
         text = os.fspath(path)
+        seen = time.time_ns()
         signature = _signature(os.stat(text))
         entries = listing(text)
-        self._note("listing", text, _listing_digest(entries), signature)
+        self._note("listing", text, _listing_digest(entries), signature, seen)
         return entries
 
     # `entry_kind` needs nothing of its own: an entry's own kind is part of its folder's listing, and a
@@ -107,29 +115,32 @@ class RecordingFileSystem(FileSystem):
     # -- asking again -------------------------------------------------------------------------------------
 
     @staticmethod
-    def still_holds(recorded: Record, written_ns: int) -> tuple[bool, Record | None]:
+    def still_holds(recorded: Record) -> tuple[bool, Record | None]:
         """Whether every recorded answer is still the same; and, when some had to be re-derived by content,
-        the record with those entries' fresh signatures (taken before re-reading), worth writing back."""
-        stats: dict[str, os.stat_result | None] = {}  # one stat per path, whatever asked about it
+        the record with those entries' fresh signatures and moments (taken before re-reading), worth
+        writing back."""
+        stats: dict[str, tuple[int, os.stat_result | None]] = {}  # one stat per path, whatever asked
 
-        def stat(path: str) -> os.stat_result | None:
+        def stat(path: str) -> tuple[int, os.stat_result | None]:
+            """The moment before the stat, and the stat."""
             if path not in stats:
+                seen = time.time_ns()
                 try:
-                    stats[path] = os.stat(path)
+                    stats[path] = seen, os.stat(path)
                 except (OSError, ValueError):
-                    stats[path] = None
+                    stats[path] = seen, None
             return stats[path]
 
         fresh: Record | None = None
         then: dict[tuple[int, int], set[str]] = {}
         now: dict[tuple[int, int], set[str]] = {}
-        for key, (answer, signature) in recorded.items():
+        for key, (answer, signature, seen) in recorded.items():
             question, _, path = key.partition("\0")
             if question == "link":
                 if kind_of(path, follow_symlinks=False) != answer:
                     return False, None
                 continue
-            result = stat(path)
+            moment, result = stat(path)
             if question == "kind":
                 if (kind_of_mode(result.st_mode) if result is not None else None) != answer:
                     return False, None
@@ -144,11 +155,12 @@ class RecordingFileSystem(FileSystem):
             if result is None:
                 return False, None
             current = _signature(result)
-            if current == signature and max(current[1], current[2]) < written_ns - RACY_NS:
+            if current == signature and settled(current, seen):
                 continue
             try:
                 if question == "content":
                     with open(path, "rb") as handle:
+                        moment = time.time_ns()
                         current = _signature(os.fstat(handle.fileno()))
                         again = content_hash(handle.read())
                 elif question == "listing":
@@ -161,7 +173,13 @@ class RecordingFileSystem(FileSystem):
                 return False, None
             if fresh is None:
                 fresh = dict(recorded)
-            fresh[key] = [answer, current]
+            fresh[key] = [answer, current, moment]
         if sorted(map(sorted, then.values())) != sorted(map(sorted, now.values())):
             return False, None  # files that were one are not any more, or the other way round
         return True, fresh
+
+
+def settled(signature: list[int], seen: int | None) -> bool:
+    """Whether `signature` proves its file unchanged: its mtime and ctime are a whole RACY_NS older than the
+    moment it was read, so an edit after that read could not have kept them (reliability N13)."""
+    return isinstance(seen, int) and max(signature[1], signature[2]) < seen - RACY_NS

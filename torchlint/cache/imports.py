@@ -25,6 +25,7 @@ class ImportsCache:
     """The `ImportSummaries` of torchlint.index.project, stored in the cache folder `folder`."""
 
     def __init__(self, folder: Path, root: Path) -> None:
+        self.cache, self.root = folder, root
         self.folder = folder / "index"
         self.name = f"imports-{content_hash(str(root).encode('utf-8', 'surrogateescape'))}.json"
         self._stored: dict[str, FileSummary] | None = None
@@ -49,7 +50,7 @@ class ImportsCache:
         live = {content_hash(data) for data in present}
         kept = {key: value for key, value in {**self._entries(), **self._used}.items() if key in live}
         if self._changed or len(kept) != len(self._entries()):
-            write_entry(self.folder, self.name, {"code": code_digest(), "files": kept})
+            write_entry(self.folder, self.name, {"code": code_digest(), "files": kept}, self.root)
             self._stored, self._changed = kept, False
 
     def _entries(self) -> dict[str, FileSummary]:
@@ -61,7 +62,9 @@ class ImportsCache:
         if linked(self.folder):
             return {}
         try:
-            entry = opened(json.loads((self.folder / self.name).read_text(encoding="utf-8")))
+            entry = opened(
+                json.loads((self.folder / self.name).read_text(encoding="utf-8")), self.root, self.cache
+            )
             if entry is None or entry.get("code") != code_digest():
                 return {}
             return {

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from torchlint import __version__
@@ -35,7 +34,7 @@ from torchlint.outcome import Outcome, RunOptions
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 
-FORMAT = 2  # 2: listings with the kind of each entry, symlink and identity questions
+FORMAT = 3  # 2: listings with the kind of each entry, symlink and identity questions; 3: when each was read
 MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only
 
 
@@ -47,21 +46,21 @@ def replay(options: RunOptions) -> Outcome | None:
     """The recorded outcome of this very run when nothing it depends on has changed, else None."""
     if not replayable(options):
         return None
-    path = _record_path(options)
+    root, path = _record_path(options)
     if linked(path.parent):
         return None  # a symlinked cache is not ours to read
     try:
-        record = opened(json.loads(path.read_text(encoding="utf-8")))
+        record = opened(json.loads(path.read_text(encoding="utf-8")), root, path.parent.parent)
         if record is None or record["format"] != FORMAT:
             return None
-        holds, refreshed = RecordingFileSystem.still_holds(record["observed"], record["written_ns"])
+        holds, refreshed = RecordingFileSystem.still_holds(record["observed"])
         if not holds:
             return None
         outcome = _outcome(record["outcome"])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # missing, stale or corrupted: check as usual (and record again)
     if refreshed is not None:  # signatures that needed a re-read: store them, next time a stat will do
-        write_entry(path.parent, path.name, {**record, "observed": refreshed, "written_ns": time.time_ns()})
+        write_entry(path.parent, path.name, {**record, "observed": refreshed}, root)
     return outcome
 
 
@@ -70,7 +69,7 @@ def start_recording(options: RunOptions) -> None:
     that the project root's listing does not change under the run (it would make every replay in the next
     seconds re-read the root as "racy")."""
     with contextlib.suppress(OSError):
-        prepare(_record_path(options).parent)
+        prepare(_record_path(options)[1].parent)
 
 
 def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> None:
@@ -88,9 +87,9 @@ def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> 
         "fixable": outcome.fixable,
         "hidden_fixes": outcome.hidden_fixes,
     }
-    entry = {"format": FORMAT, "written_ns": time.time_ns(), "observed": observed, "outcome": stored}
-    path = _record_path(options)
-    write_entry(path.parent, path.name, entry)
+    entry = {"format": FORMAT, "observed": observed, "outcome": stored}
+    root, path = _record_path(options)
+    write_entry(path.parent, path.name, entry, root)
     _prune(path.parent)
 
 
@@ -127,10 +126,11 @@ def _key(options: RunOptions) -> str:
     return content_hash(repr(relevant).encode())
 
 
-def _record_path(options: RunOptions) -> Path:
-    """Where the record lives: not part of the run's answer, so its root is looked up unrecorded."""
+def _record_path(options: RunOptions) -> tuple[Path, Path]:
+    """The project root of the first path, and where the record lives: not part of the run's answer, so
+    the root is looked up unrecorded."""
     root = project_root(Path(os.path.abspath(options.paths[0])), FileSystem())
-    return cache_folder(root, options.cache_dir) / "runs" / f"{_key(options)}.json"
+    return root, cache_folder(root, options.cache_dir) / "runs" / f"{_key(options)}.json"
 
 
 def _prune(folder: Path) -> None:

@@ -1,9 +1,12 @@
 """The result cache in `.torchlint_cache/` at the project root: a warm run re-checks only what changed.
 
 A file's results are stored under a key of its content, the settings, the enabled rules and torchlint's
-version, together with the content hashes of every other project file its analysis consulted (engine.py
-for train.py's `train_one_epoch`, and — when the file asked who imports it — every file's imports). A hit
-needs all of those to be unchanged, so editing `model.py` re-checks `train.py`.
+version (`ResultCache.key`), together with the content hashes of every other project file its analysis
+consulted (engine.py for train.py's `train_one_epoch`, and — when the file asked who imports it — every
+file's imports). A hit
+needs all of those to be unchanged, so editing `model.py` re-checks `train.py`. Each file (with given
+settings) has one entry, which its next version replaces, and unused entries are pruned
+(`torchlint.cache.folder`): the folder does not grow with edits.
 
 The files an entry depends on are read through the run's FileSystem (`torchlint.workspace.fs`), so a
 replayed run's record covers them; the entries themselves are the cache's own files, read directly.
@@ -15,12 +18,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
-from torchlint.cache.folder import cache_folder, linked, write_entry
+from torchlint.cache.folder import cache_folder, linked, mark_used, prune, write_entry
 from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic
 from torchlint.workspace.fs import FileSystem
@@ -51,9 +55,12 @@ def file_list_digest(files: list[Path]) -> str:
 
 class ResultCache:
     def __init__(self, root: Path, fs: FileSystem, cache_dir: Path | None = None) -> None:
-        self.folder = cache_folder(root, cache_dir) / "results"
+        self.root = root
+        self.cache = cache_folder(root, cache_dir)
+        self.folder = self.cache / "results"
         self.fs = fs  # the run's: the project files an entry depends on are read through it
         self._hashes: dict[Path, str | None] = {}
+        self._pruned = False  # once per run (per process), after its first write
 
     def file_hash(self, path: Path) -> str | None:
         if path not in self._hashes:
@@ -65,32 +72,52 @@ class ResultCache:
 
     @staticmethod
     def key(display: str, raw: bytes, digest: str) -> str:
-        return content_hash(b"\0".join((display.encode("utf-8", "surrogateescape"), raw, digest.encode())))
+        """`SLOT-VERSION`. The slot is what is checked: the file (as displayed, and where) and the settings
+        digest; it holds one entry, replaced by the next version's (reliability N7: one entry per content
+        version piled up). The version is the content's key: an entry answers only for the one it holds."""
+        name = display.encode("utf-8", "surrogateescape")
+        where = os.path.abspath(display).encode("utf-8", "surrogateescape")
+        slot = content_hash(b"\0".join((where, name, digest.encode())))
+        version = content_hash(b"\0".join((name, raw, digest.encode())))
+        return f"{slot}-{version}"
 
     def load(self, key: str, file_list: Callable[[], str]) -> list[Diagnostic] | None:
         """The entry's findings if every file it consulted is unchanged; `file_list` gives the project's
         file-list digest, asked only of entries whose analysis depended on it."""
         if linked(self.folder):
             return None  # a symlinked cache is not ours to read (nor to write: see `prepare`)
+        slot, _, version = key.partition("-")
+        path = self.folder / f"{slot}.json"
         try:
-            entry = opened(json.loads((self.folder / f"{key}.json").read_text(encoding="utf-8")))
+            with open(path, encoding="utf-8") as handle:
+                modified = os.fstat(handle.fileno()).st_mtime_ns
+                entry = opened(json.load(handle), self.root, self.cache)
             if entry is None:
                 return None  # not written by this user's runs (a cache committed to the repository)
-            for path, expected in entry["consulted"].items():
-                if self.file_hash(Path(path)) != expected:
+            if entry["version"] != version:
+                return None  # another version of the file (or the key of another slot)
+            for consulted, expected in entry["consulted"].items():
+                if self.file_hash(Path(consulted)) != expected:
                     return None
             if entry.get("file_list") is not None and entry["file_list"] != file_list():
                 return None
-            return [Diagnostic.from_plain(item) for item in entry["diagnostics"]]
+            found = [Diagnostic.from_plain(item) for item in entry["diagnostics"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # missing, stale or corrupted (any shape JSON can take): rebuild
+        mark_used(path, modified)
+        return found
 
     def store(
         self, key: str, diagnostics: list[Diagnostic], consulted: set[Path], file_list: str | None = None
     ) -> None:
+        slot, _, version = key.partition("-")
         entry = {
+            "version": version,
             "consulted": {str(path): self.file_hash(path) for path in sorted(consulted)},
             "file_list": file_list,
             "diagnostics": [d.to_plain() for d in diagnostics],
         }
-        write_entry(self.folder, f"{key}.json", entry)
+        write_entry(self.folder, f"{slot}.json", entry, self.root)
+        if not self._pruned:
+            self._pruned = True
+            prune(self.folder)
