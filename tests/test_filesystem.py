@@ -47,6 +47,9 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "cache/results.py": {"ResultCache.load": "reads a result entry from the cache folder"},
     "cache/imports.py": {"ImportsCache._load": "reads the import scan's entry from the cache folder"},
+    "workspace/budget.py": {
+        "_address_space_left": "/proc/self/statm, this process's mapped memory (never part of an answer)"
+    },
     "api.py": {"_load": "/proc/loadavg, how busy the CPUs are, to choose --jobs (never part of an answer)"},
     "cli.py": {
         "_report_stream": "writes the report to --output-file, after the run (never read by it)",

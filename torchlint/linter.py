@@ -22,9 +22,10 @@ from torchlint.fix.apply import apply
 from torchlint.noqa import HYGIENE_CODE, may_name_torchlint, read_suppressions, unused_noqa
 from torchlint.pyast import python_ast
 from torchlint.rules.base import Rule, registered_rules
+from torchlint.workspace.budget import over_budget
 from torchlint.workspace.discovery import matches_any
 from torchlint.workspace.fs import FileSystem
-from torchlint.workspace.roots import index_root, project_root
+from torchlint.workspace.roots import index_root, project_root, too_wide
 from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
@@ -121,17 +122,24 @@ class Linter:
     ) -> list[Diagnostic]:
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
+        full = not self.prefilter or any(rule.could_fire(text) for rule in rules if rule.code[2] != "0")
+        too_big = over_budget(len(text), full)
+        if too_big is not None:  # before any parser: CPython's alone could take gigabytes
+            not_analysed = io_error(path, f"{path}: {too_big}")
+            return [LineIndex(text).locate(not_analysed)] if "TL002" in enabled else []
         found: list[Diagnostic] = []
         syntax_error = None if self._scanned(path, text, in_project) else _syntax_error(path, text)
         if syntax_error is not None:
             found = [syntax_error] if "TL001" in enabled else []
-        elif self.prefilter and not any(rule.could_fire(text) for rule in rules if rule.code[2] != "0"):
+        elif not full:
             pass  # no selected rule could fire on this text: the syntax check above was all it needed
         else:
             self.parsed += 1
             file = Path(path)
             if in_project is None:
                 in_project = self.fs.is_file(file)
+            if in_project and too_wide(self.index_root_of(file.resolve().parent)):
+                in_project = False  # a file directly in / or ~: checked on its own
             facts = self._built_facts(path, text, file) if in_project else None
             if facts is None:
                 try:

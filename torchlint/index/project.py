@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 from torchlint._lazy import cst
 from torchlint.memo import ByContent
+from torchlint.workspace.budget import over_budget
 from torchlint.workspace.fs import FileSystem
+from torchlint.workspace.roots import too_wide
 from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
 
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
-MAX_PROJECT_FILES = 5000
 ALL_FILES = Path("<every project file's imports>")
 
 
@@ -231,6 +232,8 @@ class Project:
 
         try:
             source = SourceFile.read(path, self.fs)
+            if over_budget(len(source.text)) is not None:  # its own check reports it (TL002); unknown here
+                return None
             module = (self.parse or cst.parse_module)(source.text)
             if id(module) in self._parsed:  # two files with one text: their nodes must not be shared
                 module = cst.parse_module(source.text)
@@ -355,8 +358,8 @@ class Project:
         if self._files is not None:
             return self._files
         found: list[Path] = []
-        folders = [str(self.root)]
-        while folders and len(found) <= MAX_PROJECT_FILES:
+        folders = [] if too_wide(self.root) else [str(self.root)]  # never a walk of / or ~
+        while folders:
             folder = folders.pop(0)
             try:
                 entries = self.fs.scandir(folder)
@@ -473,7 +476,9 @@ def _closing_parenthesis(data: bytes, start: int) -> int:
 
 
 def _summary_of_bytes(data: bytes) -> FileSummary | None:
-    """A file's summary; None when CPython does not parse it."""
+    """A file's summary; None when CPython does not parse it, or must not (torchlint.workspace.budget)."""
+    if over_budget(len(data), full=False) is not None:
+        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

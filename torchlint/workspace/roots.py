@@ -38,6 +38,19 @@ def index_root(directory: Path, fs: FileSystem, memo: dict[Path, Path] | None = 
     finds that script's imports there, and the working directory holds none of them: its files would be
     scanned for importers that cannot exist. Settings defaults and the cache stay at `project_root`."""
     root = project_root(directory, fs, memo)
-    if root != directory and root not in directory.parents:
+    if (root != directory and root not in directory.parents) or too_wide(root):
         return directory
     return root
+
+
+def too_wide(folder: Path) -> bool:
+    """A folder no cross-file index may walk: the file system's root (a container's `/train.py`, an editor
+    buffer `file:///train.py`: the walk would read /proc, /sys and other users' files) or the user's home
+    folder (a dotfiles `~/.git`). A file directly in one is checked on its own; one below it in a folder of
+    its own is indexed with that folder (`index_root`)."""
+    if folder.parent == folder:
+        return True
+    try:
+        return folder == Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no home folder to compare with
+        return False
