@@ -116,7 +116,7 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 
 
 @main.command(cls=CheckCommand)
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(readable=False, path_type=Path))  # unreadable: TL002
 @click.option("--fix/--no-fix", default=False, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
 @click.option(
     "--unsafe-fixes/--no-unsafe-fixes",
@@ -187,7 +187,7 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option(
     "--output-file",
     "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, readable=False, path_type=Path),
     help="Write the report to this file (its folders are created) instead of standard output.",
 )
 @click.option(
@@ -199,7 +199,7 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 )
 @click.option(
     "--stdin-filename",
-    type=click.Path(path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     help="Check standard input as this file (its settings and project); `-` alone reads it too.",
 )
 @click.option("-e", "--exit-zero", is_flag=True, help="Exit 0 even when there are findings (not on errors).")
@@ -807,7 +807,10 @@ def entry() -> None:
     "--timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="Seconds per run."
 )
 @click.option(
-    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report."
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, readable=False, path_type=Path),
+    help="Write the JSON report.",
 )
 @click.option(
     "--trace-dir", type=click.Path(file_okay=False, path_type=Path), help="Chrome traces, one per run."
@@ -815,7 +818,12 @@ def entry() -> None:
 @click.option(
     "--torchrun", type=click.IntRange(min=1), help="Run under torch.distributed.run with N processes."
 )
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="Use this file's settings.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(readable=False, path_type=Path),  # what it is, and why unreadable: the settings say
+    help="Use this file's settings.",
+)
 @click.option("--keep-logs", is_flag=True, help="Keep the runs' logs and results (printed at the end).")
 def verify(
     script: Path,
@@ -841,12 +849,14 @@ def verify(
     Exit status: 0 verified (no fix made training worse or changed its losses; checkpointing may cost
     time when it saves step memory), 1 a fix made training slower beyond noise, changed the losses or
     broke the script, 2 usage errors and an original run that
-    crashed, exited with an error, never stepped an optimizer or timed out.
+    crashed, exited with an error, never stepped an optimizer or timed out; 128 + N when stopped by
+    signal N (SIGINT, SIGTERM, SIGHUP: the run under way is killed, the scratch folder removed).
     """
     import json
 
     from torchlint.api import verify as run_verify
     from torchlint.verify.report import ProgressDisplay, to_json, write_table
+    from torchlint.verify.stopping import Stopped
     from torchlint.verify.verifier import UsageError, VerifyOptions
 
     options = VerifyOptions(
@@ -873,6 +883,13 @@ def verify(
     except UsageError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)
+    except Stopped as stopped:
+        with contextlib.suppress(OSError):  # after SIGHUP, the terminal may be gone
+            end_line = "\n" if display.live else ""  # the progress line is left unfinished
+            click.echo(f"{end_line}error: {stopped}", err=True)
+            if stopped.workdir is not None:
+                click.echo(f"logs and raw results: {stopped.workdir}", err=True)
+        sys.exit(stopped.exit_code)
     if json_file is not None:  # first: the table may go to a pipe that closes early
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")

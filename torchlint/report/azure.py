@@ -1,5 +1,9 @@
 """`azure`: Azure Pipelines logging commands, one `##vso[task.logissue ...]` per finding (ruff's `azure`), so
-findings show up as warnings and errors on the pipeline run. `sourcepath` is absolute, as ruff writes it."""
+findings show up as warnings and errors on the pipeline run. `sourcepath` is absolute, as ruff writes it.
+
+The agent unescapes the properties and the message alike (`%3B`, `%0D`, `%0A`, `%5D`, and `%AZP25` for `%`),
+and messages quote user code (`mode="%0A"`): both are escaped, `%` first, so that what the annotation shows
+is what the code says."""
 
 from __future__ import annotations
 
@@ -8,6 +12,11 @@ from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex, Severity
 from torchlint.report.shown import shown
+
+
+def _message(text: str) -> str:
+    """The message (after the `]`): `%` and line breaks escaped, other control characters shown as `\\xNN`."""
+    return shown(text.replace("%", "%AZP25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _property(text: str) -> str:
@@ -23,5 +32,4 @@ def write_azure(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], ou
             f"type={kind};sourcepath={_property(path)};linenumber={d.location.line};"
             f"columnnumber={d.location.column};code={d.code};"
         )
-        message = shown(d.message).replace("\n", " ")
-        out.write(f"##vso[task.logissue {properties}]{message}\n")
+        out.write(f"##vso[task.logissue {properties}]{_message(d.message)}\n")

@@ -7,9 +7,10 @@ every process of the run), `PYTHONHASHSEED=0`, and the same thread settings for 
 output goes to a log file per run (its tail is shown when a run fails). The spec, the progress file and
 the result files live in a scratch folder of the verifier's.
 
-A run that outlives its timeout gets SIGTERM (the entry then writes what it measured), then SIGKILL; after
-every run, whatever is left in its process group (DataLoader workers, torchrun's ranks) is killed, and the
-runner waits until `/proc` shows none of them.
+A run that outlives its timeout gets SIGTERM (the entry then writes what it measured), then SIGKILL; so
+does a run under way when `verify` is told to stop (`stopping`: SIGINT, SIGTERM, SIGHUP), at once on a
+second signal, and then `Stopped` is raised. After every run, whatever is left in its process group
+(DataLoader workers, torchrun's ranks) is killed, and the runner waits until `/proc` shows none of them.
 
 This module never imports torch.
 """
@@ -26,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from torchlint.verify.stopping import StopFlag, Stopped
 
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 ENTRY = BOOTSTRAP / "entry.py"
@@ -124,6 +127,22 @@ def _reap_group(pgid: int, deadline: float = 5.0) -> tuple[int, list[int]]:
     return killed, members
 
 
+def _end_run(process: subprocess.Popen, pgid: int, stop: StopFlag | None) -> None:
+    """SIGTERM to the run's process group (the entry writes what it measured, the script's own handlers
+    run), then SIGKILL once the main process outlives TERM_GRACE, or at once when a second stop signal
+    comes (whoever sent it will not wait)."""
+    _kill_group(pgid, signal.SIGTERM)
+    end = time.monotonic() + TERM_GRACE
+    while time.monotonic() < end and not (stop is not None and stop.hurry):
+        try:
+            process.wait(timeout=POLL)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(pgid, signal.SIGKILL)
+    process.wait()
+
+
 def _own_process_group() -> dict[str, Any]:
     """A process group of the run's own (killed as one), in the caller's session: a new session would also
     be a new scheduling group (Linux's autogroup), sharing the CPUs with every other session as one."""
@@ -140,8 +159,10 @@ def run_once(
     index: int,
     trace: Path | None = None,
     progress: Progress | None = None,
+    stop: StopFlag | None = None,
 ) -> RunResult:
-    """Run the script once (patched with `patched`), watching it until it ends or times out."""
+    """Run the script once (patched with `patched`), watching it until it ends or times out; `Stopped`
+    (the run ended and its process group killed) when `stop` is set while it goes."""
     tag = f"run{index}"
     spec_path = workdir / f"{tag}.spec.json"
     result_path = workdir / f"{tag}.result.json"
@@ -179,6 +200,8 @@ def run_once(
         env.setdefault("MASTER_ADDR", "127.0.0.1")
     else:
         command = [config.python, str(ENTRY), str(spec_path)]
+    if stop is not None and stop.signum is not None:  # told to stop before this run began
+        raise Stopped(stop.signum)
     load = os.getloadavg()
     started = time.monotonic()
     with open(log_path, "wb") as log:
@@ -192,7 +215,7 @@ def run_once(
             **_own_process_group(),
         )
     pgid = process.pid
-    timed_out = False
+    timed_out = stopped = False
     try:
         while True:
             try:
@@ -200,25 +223,26 @@ def run_once(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if stop is not None and stop.requested:
+                stopped = True
+                _end_run(process, pgid, stop)
+                break
             elapsed = time.monotonic() - started
             if progress is not None:
                 progress(*_read_progress(progress_path, config), elapsed)
             if elapsed > config.timeout:
                 timed_out = True
-                _kill_group(pgid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=TERM_GRACE)
-                except subprocess.TimeoutExpired:
-                    _kill_group(pgid, signal.SIGKILL)
-                    process.wait()
+                _end_run(process, pgid, stop)
                 break
-    except BaseException:  # Ctrl-C in the verifier: leave nothing behind
+    except BaseException:  # an error in the verifier (a progress callback's, Ctrl-C unhandled): no leftovers
         _kill_group(pgid, signal.SIGKILL)
         process.wait()
         _reap_group(pgid)
         raise
     wall = time.monotonic() - started
     stray, leftover = _reap_group(pgid)
+    if stop is not None and stop.signum is not None and stopped:
+        raise Stopped(stop.signum, label)
     raw = _read_result(result_path)
     if progress is not None and raw is not None:
         progress(len(raw.get("steps", [])), config.warmup + config.steps, wall)

@@ -7,6 +7,9 @@ runs are skipped, unless it crashed midway after the warm-up: then the variants 
 before the crash are compared (the exit status is still 2). Exit codes: 0 verified (nothing got worse, or
 nothing to fix), 1 a fix made training slower beyond noise, changed the losses, or broke the script, 2
 usage errors and a failing original run.
+
+Told to stop by a signal while the runs go (SIGINT, SIGTERM, SIGHUP: `stopping`), it ends the run under
+way (its whole process group), removes its scratch folder (unless --keep-logs) and raises `Stopped`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 from torchlint.verify import compare, patches
 from torchlint.verify.runner import RunConfig, RunResult, run_once
+from torchlint.verify.stopping import StopFlag, Stopped, stop_on_signals
 from torchlint.workspace.fs import FileSystem
 
 
@@ -161,8 +165,52 @@ def verify(
         report.notes.append("nothing to fix with the selected rules: only the original was measured")
     if options.trace_dir is not None:
         options.trace_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
-    report.workdir = workdir
+    with stop_on_signals() as stop:
+        workdir = Path(tempfile.mkdtemp(prefix="torchlint-verify-"))
+        report.workdir = workdir
+        try:
+            _run_all(options, config, report, on_start, on_end, stop)
+        except Stopped as stopped:
+            _drop_workdir(stopped, workdir, options.keep_logs)
+            raise
+    if stop.signum is not None:  # came as the last run ended: nothing is left to end
+        stopped = Stopped(stop.signum)
+        _drop_workdir(stopped, workdir, options.keep_logs)
+        raise stopped
+    busiest = max(report.load_before[0], report.load_after[0])
+    if busiest > cpus + 0.5:
+        report.warnings.append(
+            f"the machine was busy (load {busiest:.1f} on {cpus} CPUs, the runs' own included): step times "
+            "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
+            + (" (a slowdown seen in one run each is reported as inconclusive)" if report.busy else "")
+        )
+    _decide(report)
+    if not options.keep_logs and not report.errors:
+        shutil.rmtree(workdir, ignore_errors=True)
+        report.workdir = None
+    return report
+
+
+def _drop_workdir(stopped: Stopped, workdir: Path, keep_logs: bool) -> None:
+    """A stopped verify leaves no scratch folder behind, unless asked to keep it (then it is named)."""
+    if keep_logs:
+        stopped.workdir = str(workdir)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_all(
+    options: VerifyOptions,
+    config: RunConfig,
+    report: VerifyReport,
+    on_start: ProgressFactory | None,
+    on_end: Callable[[RunResult], None] | None,
+    stop: StopFlag,
+) -> None:
+    """Every run, interleaved (A B A B), into `report`; `Stopped` when a signal comes."""
+    arms = report.arms
+    workdir = report.workdir
+    assert workdir is not None
     report.load_before = os.getloadavg()
     count = len(arms) * options.repeat
     index = 0
@@ -177,8 +225,10 @@ def verify(
                     trace = (
                         options.trace_dir / f"{number:02d}-{_slug(arm.variant.name)}-{repeat + 1}.json"
                     ).resolve()
+                if stop.signum is not None:  # between two runs
+                    raise Stopped(stop.signum)
                 progress = on_start(label, index, count) if on_start else None
-                result = run_once(config, arm.variant.patched, workdir, label, index, trace, progress)
+                result = run_once(config, arm.variant.patched, workdir, label, index, trace, progress, stop)
                 index += 1
                 report.runs.append(result)
                 arm.runs.append(result)
@@ -204,18 +254,6 @@ def verify(
                     )
     finally:
         report.load_after = os.getloadavg()
-    busiest = max(report.load_before[0], report.load_after[0])
-    if busiest > cpus + 0.5:
-        report.warnings.append(
-            f"the machine was busy (load {busiest:.1f} on {cpus} CPUs, the runs' own included): step times "
-            "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
-            + (" (a slowdown seen in one run each is reported as inconclusive)" if report.busy else "")
-        )
-    _decide(report)
-    if not options.keep_logs and not report.errors:
-        shutil.rmtree(workdir, ignore_errors=True)
-        report.workdir = None
-    return report
 
 
 def _slug(name: str) -> str:

@@ -19,7 +19,14 @@ import pathspec
 
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
-from torchlint.workspace.settings import CliOverrides, ConfigError, Settings, has_tool_table, load_settings
+from torchlint.workspace.settings import (
+    CliOverrides,
+    ConfigError,
+    Settings,
+    check_config_file,
+    has_tool_table,
+    load_settings,
+)
 
 # What folder walks check: Python sources and stubs, as ruff does (notebooks are not read).
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -50,8 +57,7 @@ class SettingsResolver:
         if config_file is not None and isolated:
             raise ConfigError(f"--config {config_file}: a config file cannot be used with --isolated")
         if config_file is not None:
-            if not fs.is_file(config_file):
-                raise ConfigError(f"{config_file}: config file does not exist")
+            check_config_file(config_file, fs)
             self._fixed = self._load(config_file)
 
     def _load(self, path: Path) -> Settings:

@@ -239,16 +239,22 @@ def has_tool_table(pyproject: Path, fs: FileSystem) -> bool:
     Any file that names torchlint is parsed: TOML can spell the table `[tool."torchlint"]` or as dotted keys
     under `[tool]`. A file that exists but cannot be read is an error, not a file without configuration."""
     try:
-        text = fs.read_text(pyproject)
+        text = _config_text(pyproject, fs)
     except (FileNotFoundError, IsADirectoryError):
         return False
-    except OSError as error:
-        raise ConfigError(f"{pyproject}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{pyproject}: not UTF-8 text, which TOML requires ({error.reason} at byte {error.start})"
-        ) from None
     return "torchlint" in text and _tool_table(_parse(pyproject, text)) is not None
+
+
+def check_config_file(config_file: Path, fs: FileSystem) -> None:
+    """ConfigError saying what `--config FILE` is when it is no file to read: missing, a folder, or a
+    FIFO or device (not opened: reading a FIFO would wait for a writer)."""
+    kind = fs.kind(config_file)
+    if kind is None:
+        raise ConfigError(f"{config_file}: config file does not exist")
+    if kind == "dir":
+        raise ConfigError(f"{config_file}: a folder, not a config file")
+    if kind != "file":
+        raise ConfigError(f"{config_file}: not a regular file")
 
 
 def load_settings(
@@ -257,7 +263,7 @@ def load_settings(
     """Settings from a pyproject.toml (its [tool.torchlint] table) or a torchlint.toml-style file, read
     through `fs` (the run's FileSystem)."""
     try:
-        text = fs.read_text(config_file)
+        text = _config_text(config_file, fs)
     except OSError as error:
         raise ConfigError(f"{config_file}: cannot read: {error.strerror or error}") from None
     document = _parse(config_file, text)
@@ -265,6 +271,22 @@ def load_settings(
     if table is None:
         table = {} if config_file.name == "pyproject.toml" else document
     return _settings_from_table(table, config_file, known_codes, rule_options)
+
+
+def _config_text(path: Path, fs: FileSystem) -> str:
+    """The config's text; a file that is not UTF-8 (which TOML requires) is a ConfigError naming it, for a
+    pyproject.toml met on the way up and for `--config FILE` alike. A missing file or a folder raises as
+    usual (a pyproject.toml that is neither is no configuration); other read errors are a ConfigError."""
+    try:
+        return fs.read_text(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text, which TOML requires ({error.reason} at byte {error.start})"
+        ) from None
 
 
 def _validate_patterns(patterns: tuple[str, ...], where: str) -> None:
