@@ -4,6 +4,9 @@ the server's own conversion so that a wrong column cannot cancel itself out."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,3 +100,58 @@ def apply_action(text: str, action: types.CodeAction, uri: str) -> str:
     assert action.edit is not None and action.edit.changes is not None
     assert list(action.edit.changes) == [uri]
     return apply_edits(text, list(action.edit.changes[uri]))
+
+
+def record_publishes(client: LanguageClient) -> list[types.PublishDiagnosticsParams]:
+    """Every publishDiagnostics the server sends from now on, in order (`client.diagnostics` keeps only
+    the last one per document, which cannot tell a stale publish that was later overwritten)."""
+    published: list[types.PublishDiagnosticsParams] = []
+    features = client.protocol.fm.features
+    handler = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+    def record(params: types.PublishDiagnosticsParams) -> None:
+        published.append(params)
+        handler(params)
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
+    return published
+
+
+async def until_published(client: LanguageClient, published: list, uri: str, count: int = 1) -> None:
+    """Wait until `published` (from `record_publishes`) holds `count` publishes for `uri`."""
+    while sum(p.uri == uri for p in published) < count:
+        await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 60)
+
+
+def frame(message: dict) -> bytes:
+    """One JSON-RPC message as it travels over stdio."""
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def read_frames(output: bytes) -> list[dict]:
+    """Every message in the server's stdout, in order."""
+    found = []
+    while output.strip():
+        header, _, rest = output.partition(b"\r\n\r\n")
+        fields = dict(line.split(b": ", 1) for line in header.split(b"\r\n"))
+        length = int(fields[b"Content-Length"])
+        found.append(json.loads(rest[:length]))
+        output = rest[length:]
+    return found
+
+
+def raw_session(messages: list[dict], close_stdin: bool, timeout: float = 30) -> tuple[int, list[dict]]:
+    """The server fed `messages` as raw frames (as no library client would send some of them): its exit
+    code and everything it wrote. Without `close_stdin` the server must end by itself (an `exit`)."""
+    server = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server.stdin.write(b"".join(frame(message) for message in messages))
+    server.stdin.flush()
+    if close_stdin:
+        server.stdin.close()
+    try:
+        code = server.wait(timeout=timeout)
+    finally:
+        server.kill()
+        server.stdin.close()
+    return code, read_frames(server.stdout.read())

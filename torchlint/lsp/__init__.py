@@ -8,14 +8,21 @@ The modules:
 - `checker`: one buffer through the linter, with the workspace's settings, cached per document version;
 - `convert`: torchlint's offsets -> LSP positions (UTF-16 by default), diagnostics, minimal text edits;
 - `actions`: quick fixes, fix-all and "disable for this line", as LSP code actions;
-- `server`: the pygls wiring (notifications, debouncing, hover, error handling).
+- `worker`: the one thread the checks run on, off the event loop;
+- `server`: the pygls wiring (notifications, debouncing, hover, the lifecycle, error handling).
 """
 
 from __future__ import annotations
 
+import sys
+
 
 def serve() -> None:
-    """Run the server over stdin/stdout until the client exits or stdin closes."""
+    """Run the server over stdin/stdout until the client's `exit` or stdin closes; exit with `exit`'s code
+    (1 when no `shutdown` came first, as LSP says)."""
     from torchlint.lsp.server import build_server
 
-    build_server().start_io()
+    server = build_server()
+    server.start_io()
+    if server.protocol.exit_code:
+        sys.exit(server.protocol.exit_code)

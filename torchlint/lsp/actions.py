@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from lsprotocol import types
 
@@ -28,6 +28,12 @@ def wanted(kind: str, only: Sequence[str] | None) -> bool:
     return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
 
 
+def offers_fix_all(diagnostics: list[Diagnostic], only: Sequence[str] | None) -> bool:
+    """Whether the actions include the fix-all: something in the document has a safe fix, and it is wanted."""
+    safe = any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in diagnostics)
+    return safe and wanted(FIX_ALL, only)
+
+
 def code_actions(
     uri: str,
     positions: PositionMap,
@@ -35,25 +41,24 @@ def code_actions(
     span: tuple[int, int],
     only: Sequence[str] | None,
     unsafe: bool,
-    fixed_text: Callable[[], str],
+    fixed_text: str | None,
     resolve: dict | None = None,
 ) -> list[types.CodeAction]:
-    """The actions for the diagnostics that touch `span` (offsets), then the fix-all when anything in the
-    document has a safe fix. `fixed_text` runs the fix-all only when it is offered, and not at all with
-    `resolve` (the client resolves actions): then the fix-all carries `resolve` as its data and gets its
-    edit from `codeAction/resolve`, so that a light bulb on every cursor move does not run every fix."""
+    """The actions for the diagnostics that touch `span` (offsets), then the fix-all when
+    `offers_fix_all`. The caller runs the fix-all (`fixed_text`) only then, and not at all with `resolve`
+    (the client resolves actions): then the fix-all carries `resolve` as its data and gets its edit from
+    `codeAction/resolve`, so that a light bulb on every cursor move does not run every fix."""
     actions: list[types.CodeAction] = []
     if wanted(types.CodeActionKind.QuickFix, only):
         start, end = span
         for diagnostic in diagnostics:
             if diagnostic.start <= end and start <= diagnostic.end:
                 actions.extend(_quick_fixes(uri, positions, diagnostic, unsafe))
-    safe = [d for d in diagnostics if d.fix is not None and d.fix.applicability is Applicability.SAFE]
-    if safe and wanted(FIX_ALL, only):
+    if offers_fix_all(diagnostics, only):
         if resolve is not None:
             actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, data=resolve))
-        else:
-            edit = fix_all_edit(uri, positions, fixed_text())
+        elif fixed_text is not None:
+            edit = fix_all_edit(uri, positions, fixed_text)
             if edit is not None:
                 actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, edit=edit))
     return actions

@@ -8,6 +8,10 @@ one run; here every check is a run, since any buffer may have changed in between
 (`parsing.StatementParser`), which parses again only the statements an edit changed, and one cache of the
 other files' modules by their text (`parsing.text_cache`). A document's result
 is kept per version, so code actions and hover never re-check an unchanged buffer.
+
+Those caches are shared by every check and are not thread-safe: the server calls every method here on its
+one worker thread (`worker.Worker`), in order, except `known` and `allows_unsafe`, which only read (a hover
+is answered from the result kept while another buffer is being checked).
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from torchlint.workspace.settings import Settings
 
 @dataclass(frozen=True)
 class Checked:
-    """The diagnostics of one version of a buffer."""
+    """The diagnostics of one version of a buffer, and whether its config allows unsafe fixes."""
 
     version: int | None
     text: str
     diagnostics: list[Diagnostic]
+    unsafe_fixes: bool = False
 
 
 class Checker:
@@ -67,19 +72,28 @@ class Checker:
             return self._resolver.for_directory(self.root)
         return Settings()
 
-    def allows_unsafe(self, buffer: Buffer) -> bool:
-        return self.unsafe_fixes or self.settings_for(buffer).unsafe_fixes
+    def allows_unsafe(self, checked: Checked) -> bool:
+        """Whether quick fixes may be unsafe: the client's setting, or the checked buffer's config."""
+        return self.unsafe_fixes or checked.unsafe_fixes
+
+    def known(self, buffer: Buffer) -> Checked | None:
+        """This version's result if it was checked already (one read of the cache: safe off the worker)."""
+        known = self._checked.get(buffer.uri)
+        if known is not None and known.version == buffer.version and known.text == buffer.text:
+            return known
+        return None
 
     def check(self, buffer: Buffer) -> Checked:
         """The buffer's diagnostics, from the cache when this version was checked already."""
-        known = self._checked.get(buffer.uri)
-        if known is not None and known.version == buffer.version and known.text == buffer.text:
+        known = self.known(buffer)
+        if known is not None:
             return known
         settings = self.settings_for(buffer)
         diagnostics = self._linter().check_text(
             buffer.display, buffer.text, settings, in_project=buffer.path is not None
         )
-        checked = self._checked[buffer.uri] = Checked(buffer.version, buffer.text, diagnostics)
+        checked = Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes)
+        self._checked[buffer.uri] = checked
         return checked
 
     def fix_all(self, buffer: Buffer) -> FixResult:

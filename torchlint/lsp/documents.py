@@ -39,11 +39,14 @@ class Buffer:
 
 
 def path_of_uri(uri: str) -> Path | None:
-    """The local path of a `file:` URI (percent-decoded), None for any other scheme."""
+    """The local path of a `file:` URI (percent-decoded), None for any other scheme. ValueError for a
+    `file:` URI that no file can have (`%00` decodes to a NUL byte, which every file system call refuses)."""
     parsed = urlparse(uri)
     if parsed.scheme != "file":
         return None
     path = unquote(parsed.path)
+    if "\0" in path:
+        raise ValueError(f"{uri} is not a file path that can exist")
     if os.name == "nt" and re.match(r"^/[A-Za-z]:", path):  # pragma: no cover - file:///C:/x
         path = path[1:]
     return Path(os.path.abspath(path))

@@ -1,33 +1,52 @@
 """The pygls wiring: which notification does what, and how the server stays up whatever happens.
 
+- checks run on one worker thread (`worker.Worker`), never on the event loop, so that a hover or a light
+  bulb is answered while a big buffer is being checked; the loop only publishes what the worker returns;
 - didOpen and didSave check at once; didChange waits `debounce` seconds (0.2 by default, `debounceMs` in
   initializationOptions) and checks only if no newer change came meanwhile, so typing costs one check per
-  pause, and a stale version's diagnostics are never published;
+  pause; a newer version (or a refresh) cancels the older one's schedule, whose check is then skipped if
+  it has not started, or its result dropped if it has: a stale version's diagnostics are never published;
 - didSave of any file, a changed configuration (`workspace/didChangeConfiguration`) or watched files
   changing re-read the settings and re-check every open buffer (their cross-file facts may have changed);
 - didClose clears the buffer's diagnostics;
-- a broken config, or an exception inside the linter, is logged with `window/logMessage` and publishes
-  nothing new; pygls answers unknown methods and malformed requests with an error and reads on; when stdin
-  closes (the client died) the server exits.
+- hover and code actions answer at once from a version already checked, else after its check on the
+  worker; if the buffer changed meanwhile, they answer ContentModified, as LSP allows;
+- a broken config, an exception inside the linter or any error pygls catches outside a request is logged
+  with `window/logMessage` and publishes nothing new (no message box: the user cannot act on it); a `file:`
+  URI that cannot be a path (`%00`) is logged and not checked; pygls answers unknown methods and malformed
+  requests with an error and reads on;
+- the lifecycle as LSP 3.17 says: a request before `initialize` gets ServerNotInitialized, one after
+  `shutdown` (or a second `initialize`) InvalidRequest; `exit` ends the process with 0 after `shutdown`,
+  1 without; when stdin closes (the client died) the server exits with 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import traceback
+from functools import partial
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import (
+    FeatureRequestError,
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
 from torchlint import __version__
 from torchlint.docs import rule_doc
-from torchlint.lsp.actions import FIX_ALL, code_actions, fix_all_edit
-from torchlint.lsp.checker import Checker
+from torchlint.lsp.actions import FIX_ALL, code_actions, fix_all_edit, offers_fix_all
+from torchlint.lsp.checker import Checked, Checker
 from torchlint.lsp.convert import PositionMap, to_lsp
 from torchlint.lsp.documents import Buffer, BufferFileSystem, path_of_uri
+from torchlint.lsp.worker import Worker
 from torchlint.workspace.settings import ConfigError
 
 DEBOUNCE_SECONDS = 0.2
@@ -35,8 +54,17 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 
 
 class AnsweringProtocol(LanguageServerProtocol):
-    """pygls drops a request whose parameters do not fit its method (it logs and shows a message), so the
-    client would wait for the answer forever: answer it with the JSON-RPC error instead."""
+    """Every request gets an answer, as the client awaits one. pygls drops a request whose parameters do
+    not fit its method (it logs and shows a message), and every request after `shutdown`; it answers one
+    before `initialize` as if the server were ready. This protocol answers them with the errors LSP 3.17
+    names, drops notifications before `initialize` (except `exit`), and keeps `exit`'s code: 0 after
+    `shutdown`, 1 without (pygls computes it, but its stdio loop swallows the SystemExit that carries it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initialize_seen = False
+        self.shutdown_seen = False
+        self.exit_code = 0  # stdin closing without `exit` (the client died) ends the server with 0
 
     def structure_message(self, data: dict) -> Any:
         try:
@@ -45,6 +73,27 @@ class AnsweringProtocol(LanguageServerProtocol):
             if "id" in data and "method" in data:
                 self._send_response(data["id"], None, error.to_response_error())
             raise
+
+    def handle_message(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method == types.EXIT:
+            self.exit_code = 0 if self.shutdown_seen else 1
+        elif self.shutdown_seen:
+            return self._refuse(message, JsonRpcInvalidRequest("The server was shut down"))
+        elif method == types.INITIALIZE:
+            if self.initialize_seen:
+                return self._refuse(message, JsonRpcInvalidRequest("The server is initialized already"))
+            self.initialize_seen = True
+        elif not self.initialize_seen:
+            return self._refuse(message, JsonRpcServerNotInitialized())
+        elif method == types.SHUTDOWN:
+            self.shutdown_seen = True
+        return super().handle_message(message)
+
+    def _refuse(self, message: Any, error: JsonRpcException) -> None:
+        """Answer a request with `error`; drop a notification or a response."""
+        if getattr(message, "method", None) is not None and hasattr(message, "id"):
+            self._send_response(message.id, None, error.to_response_error())
 
 
 class TorchlintServer(LanguageServer):
@@ -59,14 +108,21 @@ class TorchlintServer(LanguageServer):
         self.checker = Checker(self.fs)
         self.buffers: dict[str, Buffer] = {}
         self.debounce = DEBOUNCE_SECONDS
+        self.worker = Worker()  # runs every call of the checker but `known` and `allows_unsafe` (reads)
         self._pending: dict[str, asyncio.Task] = {}
 
     # -- buffers ----------------------------------------------------------------------------------------
 
     def track(self, uri: str, version: int | None, language: str | None = None) -> Buffer | None:
         """The buffer `uri` now, from pygls's copy of the text (it applies incremental changes); None for
-        a document that is not Python."""
-        path = path_of_uri(uri)
+        a document that is not Python, or whose `file:` URI cannot be a path (logged)."""
+        try:
+            path = path_of_uri(uri)
+        except ValueError:
+            self.log(
+                types.MessageType.Warning, f"torchlint: {uri} is not a file path that can exist; not checked"
+            )
+            return None
         known = self.buffers.get(uri)
         if known is None and not (language == "python" or (path and path.suffix in PYTHON_SUFFIXES)):
             return None
@@ -78,7 +134,7 @@ class TorchlintServer(LanguageServer):
     def forget(self, uri: str) -> None:
         buffer = self.buffers.pop(uri, None)
         self._cancel(uri)
-        self.checker.drop(uri)
+        self.worker.submit(self.checker.drop, uri)
         if buffer is not None and buffer.path is not None:
             self.fs.close(buffer.path)
 
@@ -94,11 +150,24 @@ class TorchlintServer(LanguageServer):
         encoding = self.workspace.position_encoding or "utf-16"
         return str(getattr(encoding, "value", encoding))
 
-    # -- publishing -------------------------------------------------------------------------------------
+    # -- checking and publishing -----------------------------------------------------------------------
 
-    def publish(self, buffer: Buffer) -> None:
+    def schedule(self, buffer: Buffer, delay: float = 0.0) -> None:
+        """Check `buffer` on the worker after `delay` seconds and publish its diagnostics, unless a newer
+        version, a refresh or didClose cancels this first (then nothing is published for it)."""
+        self._cancel(buffer.uri)
+        task = asyncio.get_running_loop().create_task(self._check_and_publish(buffer, delay))
+        self._pending[buffer.uri] = task
+        task.add_done_callback(partial(self._finished, buffer.uri))
+
+    def publish_later(self, buffer: Buffer) -> None:
+        self.schedule(buffer, self.debounce)
+
+    async def _check_and_publish(self, buffer: Buffer, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
         try:
-            checked = self.checker.check(buffer)
+            diagnostics = await self.worker.run(self._diagnostics, buffer, self.encoding)
         except ConfigError as error:
             self.log(types.MessageType.Error, f"torchlint: {error}")
             return
@@ -107,36 +176,60 @@ class TorchlintServer(LanguageServer):
                 types.MessageType.Error, f"torchlint crashed on {buffer.display}:\n{traceback.format_exc()}"
             )
             return
-        positions = PositionMap(buffer.text, self.encoding)
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(
-                uri=buffer.uri,
-                version=buffer.version,
-                diagnostics=[to_lsp(diagnostic, positions) for diagnostic in checked.diagnostics],
+        if self.buffers.get(buffer.uri) is buffer:  # a newer version would have cancelled this, too
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=buffer.uri, version=buffer.version, diagnostics=diagnostics
+                )
             )
-        )
 
-    def publish_later(self, buffer: Buffer) -> None:
-        self._cancel(buffer.uri)
-        self._pending[buffer.uri] = asyncio.get_running_loop().create_task(self._after_pause(buffer))
+    def _diagnostics(self, buffer: Buffer, encoding: str) -> list[types.Diagnostic]:
+        """On the worker: the check, and its conversion (thousands of findings take a while too)."""
+        checked = self.checker.check(buffer)
+        positions = PositionMap(buffer.text, encoding)
+        return [to_lsp(diagnostic, positions) for diagnostic in checked.diagnostics]
 
-    async def _after_pause(self, buffer: Buffer) -> None:
-        await asyncio.sleep(self.debounce)
-        self._pending.pop(buffer.uri, None)
-        if self.buffers.get(buffer.uri) is buffer:  # a newer version would have replaced it
-            self.publish(buffer)
+    def _finished(self, uri: str, task: asyncio.Task) -> None:
+        if self._pending.get(uri) is task:
+            del self._pending[uri]
 
     def _cancel(self, uri: str) -> None:
         task = self._pending.pop(uri, None)
         if task is not None:
             task.cancel()
 
+    def stop_checks(self) -> None:
+        """`shutdown`: nothing more is checked or published."""
+        for uri in list(self._pending):
+            self._cancel(uri)
+
     def refresh(self) -> None:
-        """Settings or other files changed: read everything again and re-check every open buffer."""
-        self.checker.forget()
+        """Settings or other files changed: read everything again and re-check every open buffer. The
+        worker forgets before it checks again (its jobs run in order); a check running meanwhile, with the
+        old settings, has its schedule cancelled here, so its result is dropped."""
+        self.worker.submit(self.checker.forget)
         for buffer in list(self.buffers.values()):
-            self._cancel(buffer.uri)
-            self.publish(buffer)
+            self.schedule(buffer)
+
+    async def checked(self, buffer: Buffer) -> Checked:
+        """The buffer's diagnostics for a request: at once when this version was checked already, else
+        from the worker (after the jobs queued before it)."""
+        known = self.checker.known(buffer)
+        return known if known is not None else await self.worker.run(self.checker.check, buffer)
+
+    def still_current(self, buffer: Buffer) -> None:
+        """A request's answer waited for the worker; ContentModified if the buffer changed meanwhile (its
+        positions and edits would be the older text's)."""
+        if self.buffers.get(buffer.uri) is not buffer:
+            raise JsonRpcContentModified()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls shows an error it caught outside a request in a message box (`window/showMessage`); the
+        user cannot act on it, so it goes to the log. A request's error is in its response already."""
+        if source is FeatureRequestError:
+            return
+        trace = "".join(traceback.format_exception(error))
+        self.log(types.MessageType.Error, f"torchlint: internal error: {error}\n{trace}")
 
     def log(self, kind: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=kind, message=message))
@@ -162,18 +255,25 @@ def build_server() -> TorchlintServer:
         ls.configure(params.initialization_options)
         folders = params.workspace_folders or []
         root = folders[0].uri if folders else params.root_uri
-        ls.checker.root = path_of_uri(root) if root else None
+        ls.checker.root = None
+        with contextlib.suppress(ValueError):  # a root that cannot be a path: settings as without one
+            ls.checker.root = path_of_uri(root) if root else None
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:
-        import torchlint.facts  # noqa: F401 - the first check should not pay LibCST's and the model's imports
+        # The first check should not pay LibCST's and the model's imports; the worker pays them now.
+        ls.worker.submit(importlib.import_module, "torchlint.facts")
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: TorchlintServer, params: None) -> None:
+        ls.stop_checks()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TorchlintServer, params: types.DidOpenTextDocumentParams) -> None:
         document = params.text_document
         buffer = ls.track(document.uri, document.version, document.language_id)
         if buffer is not None:
-            ls.publish(buffer)
+            ls.schedule(buffer)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: TorchlintServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -208,52 +308,62 @@ def build_server() -> TorchlintServer:
             code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True
         ),
     )
-    def code_action(ls: TorchlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    async def code_action(
+        ls: TorchlintServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction] | None:
         buffer = ls.buffers.get(params.text_document.uri)
         if buffer is None:
             return None
+        resolve = {"uri": buffer.uri, "version": buffer.version} if ls.resolves_edits else None
         try:
-            checked = ls.checker.check(buffer)
-            positions = PositionMap(buffer.text, ls.encoding)
-            span = (positions.offset(params.range.start), positions.offset(params.range.end))
-            return code_actions(
-                buffer.uri,
-                positions,
-                checked.diagnostics,
-                span,
-                params.context.only,
-                ls.checker.allows_unsafe(buffer),
-                lambda: ls.checker.fix_all(buffer).text,
-                {"uri": buffer.uri, "version": buffer.version} if ls.resolves_edits else None,
-            )
+            checked = await ls.checked(buffer)
+            fixed = None
+            if resolve is None and offers_fix_all(checked.diagnostics, params.context.only):
+                fixed = (await ls.worker.run(ls.checker.fix_all, buffer)).text
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: code actions failed:\n{traceback.format_exc()}")
             return None
+        ls.still_current(buffer)
+        positions = PositionMap(buffer.text, ls.encoding)
+        span = (positions.offset(params.range.start), positions.offset(params.range.end))
+        return code_actions(
+            buffer.uri,
+            positions,
+            checked.diagnostics,
+            span,
+            params.context.only,
+            ls.checker.allows_unsafe(checked),
+            fixed,
+            resolve,
+        )
 
     @server.feature(types.CODE_ACTION_RESOLVE)
-    def resolve_code_action(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
+    async def resolve_code_action(ls: TorchlintServer, action: types.CodeAction) -> types.CodeAction:
         """The fix-all's edit, for the version it was offered on (a stale one gets none)."""
         data = action.data if isinstance(action.data, dict) else {}
         buffer = ls.buffers.get(data.get("uri", ""))
         if action.kind != FIX_ALL or buffer is None or buffer.version != data.get("version"):
             return action
         try:
-            positions = PositionMap(buffer.text, ls.encoding)
-            action.edit = fix_all_edit(buffer.uri, positions, ls.checker.fix_all(buffer).text)
+            fixed = await ls.worker.run(ls.checker.fix_all, buffer)
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: fix-all failed:\n{traceback.format_exc()}")
+            return action
+        if ls.buffers.get(buffer.uri) is buffer:  # changed meanwhile: stale, no edit
+            action.edit = fix_all_edit(buffer.uri, PositionMap(buffer.text, ls.encoding), fixed.text)
         return action
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
+    async def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
         buffer = ls.buffers.get(params.text_document.uri)
         if buffer is None:
             return None
         try:
-            checked = ls.checker.check(buffer)
+            checked = await ls.checked(buffer)
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: hover failed:\n{traceback.format_exc()}")
             return None
+        ls.still_current(buffer)
         positions = PositionMap(buffer.text, ls.encoding)
         offset = positions.offset(params.position)
         under = [d for d in checked.diagnostics if d.start <= offset <= d.end]
