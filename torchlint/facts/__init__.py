@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from torchlint.facts.torch.precision import (
         AutocastSite,
         BackwardInAutocast,
+        ClipWithoutUnscale,
         Evidence,
         PrecisionAnalysis,
         Scaler,
@@ -353,6 +354,11 @@ class ModuleFacts:
         """`expr` holds an `nn.Sequential` (or a subclass without its own `forward`)."""
         return self._models.is_sequential(expr, scope)
 
+    def state_dict_elsewhere(self, model: Model) -> str:
+        """How code the model is handed to (a helper here or in another file, followed through the helpers
+        it hands it on to) may save or load its `state_dict`, or why that cannot be known; "" when none."""
+        return self._models.state_dict_elsewhere(model)
+
     def wrap_against_in_place_compile(self, model: Model) -> str | None:
         """Why the model's wrapper (DataParallel, FSDP1 without original parameters) rules out
         `.compile()`."""
@@ -480,9 +486,9 @@ class ModuleFacts:
         when moving it out is a pure dedent, where."""
         return self._precision.backward_in_autocast()
 
-    def clips_without_unscale(self) -> list[tuple[Node, str, str]]:
-        """Gradient clipping before `scaler.step(opt)` in a loop that never unscales first: (the clip call,
-        the scaler as written, the optimizer as written)."""
+    def clips_without_unscale(self) -> list[ClipWithoutUnscale]:
+        """Gradient clipping before `scaler.step(opt)` in a step that does not unscale first, with where the
+        step's one `unscale_` goes (on its first clip) or why there is none."""
         return self._precision.clips_without_unscale()
 
     def fp16_autocast_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
@@ -495,8 +501,30 @@ class ModuleFacts:
         return self._precision.scaler_plan(loop)
 
     def name_is_free(self, name: str, scope: Scope) -> bool:
-        """No binding of `name` is visible in `scope` (a fix may introduce it)."""
+        """No binding of `name` is visible in `scope`, nor may a star import bind it (a fix may add it)."""
         return self.source.name_is_free(name, scope)
+
+    # -- what a fix's change of a name reaches --------------------------------------------------------------
+
+    def name_clash(self, name: str, scope: Scope, meaning: str | None = None) -> str:
+        """Why a fix may not bind `name` anew (to the qualified name `meaning`, for an import) at module
+        level or in `scope`: taken, maybe bound by a star import, or read where nothing binds it; "" when it
+        may."""
+        return self.source.name_changes.insertion_clash(name, scope, meaning)
+
+    def rebinding_clash(self, expr: cst.BaseExpression, scope: Scope) -> str:
+        """Why a fix may not write `expr = ...` in `scope` (a name bound outside the function would become a
+        local variable of it); "" when it may, and for `self.x`."""
+        from torchlint._lazy import cst
+
+        if not isinstance(expr, cst.Name):
+            return ""
+        return self.source.name_changes.rebinding_clash(expr.value, scope)
+
+    def removal_observers(self, name: str, scope: Scope) -> str:
+        """Who may still read `name` (bound in `scope`) once a fix removes its binding: another project
+        file, `__all__`, `globals()`, ...; "" when only the references this file shows."""
+        return self.source.name_changes.removal_observers(name, scope)
 
     def scalers_with_bfloat16(self) -> list[Scaler]:
         """Always-enabled GradScalers in a module whose every autocast asks for bfloat16."""

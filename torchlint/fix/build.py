@@ -247,17 +247,18 @@ def name_from_module(
 ) -> tuple[str, tuple[AddImport, ...]] | None:
     """How a fix can name `module.name` where it edits: a name the file already binds to it (`checkpoint`,
     `cp.checkpoint` after `import torch.utils.checkpoint as cp`), or `name` plus the intent to add `from
-    module import name`; None when `name` is taken by something else."""
+    module import name`; None when `name` is taken by something else (or may be: a star import)."""
     qualname = f"{module}.{name}"
     for bindings in source.module_scope.bindings.values():
         for binding in bindings:
             if binding.kind.value != "import" or binding.qualname is None:
                 continue
-            if binding.qualname == qualname and scope.resolve(binding.name) == qualname:
-                return binding.name, ()
-            if binding.qualname == module and scope.resolve(binding.name) == module:
-                return f"{binding.name}.{name}", ()
-    if not source.name_is_free(name, scope):
+            if binding.qualname not in (qualname, module) or scope.resolve(binding.name) != binding.qualname:
+                continue
+            if source.name_changes.existing_binding_clash(binding):
+                continue  # a star import after it may bind the name to something else
+            return (binding.name if binding.qualname == qualname else f"{binding.name}.{name}"), ()
+    if not source.name_is_free(name, scope, meaning=qualname):
         return None
     at, line = source.import_placement(f"from {module} import {name}")
     return name, (AddImport(qualname, at, line),)
@@ -275,7 +276,7 @@ def name_module(
     existing = source.name_for_module(module, scope)
     if existing is not None:
         return existing, ()
-    if not source.name_is_free(module, scope):
+    if not source.name_is_free(module, scope, meaning=module):
         return None
     if beside is not None and beside.node is not None and beside.in_function:
         start, _ = source.span(beside.node)
@@ -283,6 +284,8 @@ def name_module(
         indent = source.text[line_start:start]
         if indent.strip():
             return None  # `x = 1; from ... import ...`: no line of its own to go before
+        if source.name_changes.insertion_clash(module, beside.scope, module, local=True):
+            return None  # the function's reads of `module` (from a star import) would become its local's
         return module, (AddImport(module, line_start, f"{indent}import {module}{source.newline}"),)
     at, line = source.import_placement(f"import {module}")
     return module, (AddImport(module, at, line),)

@@ -139,7 +139,9 @@ class CheckpointingOpportunity(Rule):
         function = "checkpoint_sequential" if application.whole or application.stages else "checkpoint"
         named = build.name_from_module(facts.source, "torch.utils.checkpoint", function, scope)
         if torch is None or named is None:
-            return f"the name `torch` or `{function}` means something else here", None, ()
+            meaning = f"torch.utils.checkpoint.{function}"
+            clash = facts.name_clash(function, scope, meaning) if named is None else ""
+            return clash or f"the name `torch` or `{function}` means something else here", None, ()
         torch_name, torch_imports = torch
         callee, callee_imports = named
         arguments = facts.code_of_arguments(application.call)

@@ -96,24 +96,36 @@ class ModelNotCompiled(Rule):
             return (
                 "it is built and wrapped in one statement; compile the inner module before wrapping it"
             ), None
+        builtin = facts.builtin_module(model.expr, model.scope)
+        wrapped = model.framework == "lightning" or builtin is not None
         anchor = built
         for event in model.of_kind("place"):
             if event.offset <= anchor.offset or (first_wrap is not None and event.offset > first_wrap):
                 continue
+            if wrapped and event.scope is not None and facts.rebinding_clash(model.expr, event.scope):
+                continue  # `model = ...` in a function that does not bind `model` would make it local there
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
         against = facts.wrap_against_in_place_compile(model)
         if against:
             return against, None
-        builtin = facts.builtin_module(model.expr, model.scope)
-        wrapped = model.framework == "lightning" or builtin is not None
         if wrapped:  # Lightning documents `model = torch.compile(model)`; a built-in module needs it
-            if model.framework != "lightning" and model.of_kind("load", "state"):
-                return (
+            if model.framework != "lightning":
+                prefixed = (
                     f"it is a built-in `nn.{builtin}`, whose `.compile()` compiles nothing, and "
-                    "`torch.compile` would prefix the `state_dict` keys this script saves or loads with "
-                    "`_orig_mod.`"
-                ), None
+                    "`torch.compile` would prefix"
+                )
+                if model.of_kind("load", "state"):
+                    return (
+                        f"{prefixed} the `state_dict` keys this script saves or loads with `_orig_mod.`",
+                        None,
+                    )
+                elsewhere = facts.state_dict_elsewhere(model)
+                if elsewhere:
+                    return f"{prefixed} its `state_dict` keys with `_orig_mod.`: {elsewhere}", None
+            clash = facts.rebinding_clash(model.expr, anchor.scope) if anchor.scope is not None else ""
+            if clash:
+                return clash, None
             torch = build.name_module(facts.source, "torch", model.scope)
             if torch is None:
                 return "the name `torch` means something else here", None
@@ -186,31 +198,54 @@ class CompiledModelNotUsed(Rule):
                     f"a compiled module and leaves `{model}` as it was, so nothing is compiled"
                 )
                 statement = facts.standalone_statement(site.node)
-                yield self.finding(facts, site.node, message, self._in_place(facts, site, statement, scope))
             elif facts.compiled_result_unused(site):
                 message = (
                     f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` "
                     "itself is called: training runs uncompiled"
                 )
-                yield self.finding(facts, site.node, message, self._in_place(facts, site, site.target, scope))
+                statement = site.target
+            else:
+                continue
+            reason, fix = self._in_place(facts, site, statement, scope)
+            if reason:
+                message = f"{message} (no automatic fix: {reason})"
+            yield self.finding(facts, site.node, message, fix)
 
-    def _in_place(self, facts: ModuleFacts, site: CompileSite, statement, scope: Scope) -> Fix | None:
-        """The statement becomes an in-place compile of the model (its `state_dict` keys stay)."""
+    def _in_place(
+        self, facts: ModuleFacts, site: CompileSite, statement, scope: Scope
+    ) -> tuple[str, Fix | None]:
+        """The statement becomes an in-place compile of the model (its `state_dict` keys stay), or for an
+        `nn.Sequential` `seq = torch.compile(seq)`. A name the statement bound (`compiled = ...`) that other
+        code may still read is kept, as the same module: `compiled = model`."""
         if statement is None or not facts.is_variable(site.compiled, scope):
-            return None
+            return "", None
         model = facts.code(site.compiled)
         options = facts.code_of_arguments(site.node, skip=1)
         if facts.is_sequential(site.compiled, scope):
+            clash = facts.rebinding_clash(site.compiled, scope)
+            if clash:
+                return clash, None
             code = f"{model} = {site.callee}({', '.join([model, *options])})"
+            title = f"Use `{model} = {site.callee}({model})` (its `state_dict` keys gain `_orig_mod.`)"
         elif self.torch_supports((2, 2)):
             code = f"{model}.compile({', '.join(options)})"
+            title = f"Compile `{model}` in place"
         else:
-            return None
+            return "", None
         try:
-            edit = build.replace_statement(facts.source, statement, code)
+            edits = [build.replace_statement(facts.source, statement, code)]
         except build.EditError:
-            return None
-        return Fix(f"Compile `{model}` in place", Applicability.UNSAFE, (edit,))
+            return "", None
+        removed = site.target_text if statement is site.target else ""
+        observers = (
+            facts.removal_observers(removed, scope.deciding_scope(removed) or scope) if removed else ""
+        )
+        if observers:  # `compiled` stays, naming the module that is now compiled
+            kept = build.statement_after(facts.source, statement, f"{removed} = {model}")
+            if kept is None:
+                return f"{observers}, and `{removed} = {model}` would not stand on a line of its own", None
+            edits.append(kept)
+        return "", Fix(title, Applicability.UNSAFE, tuple(edits))
 
 
 class CompileAfterDistributedWrap(Rule):
@@ -249,15 +284,21 @@ class SequentialCompileNoop(Rule):
                 f"`{model}` is an `nn.Sequential`, whose `.compile()` compiles nothing (Dynamo skips "
                 "`Sequential`'s call); use `torch.compile`"
             )
-            yield self.finding(facts, site.node, message, self._fix(facts, site, scope))
+            reason, fix = self._fix(facts, site, scope)
+            if reason:
+                message = f"{message} (no automatic fix: {reason})"
+            yield self.finding(facts, site.node, message, fix)
 
-    def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> Fix | None:
+    def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> tuple[str, Fix | None]:
         statement = facts.standalone_statement(site.node)
         if statement is None or not facts.is_variable(site.compiled, scope):
-            return None
+            return "", None
+        clash = facts.rebinding_clash(site.compiled, scope)
+        if clash:
+            return clash, None
         torch = build.name_module(facts.source, "torch", scope)
         if torch is None:
-            return None
+            return "", None
         name, imports = torch
         model = facts.code(site.compiled)
         options = facts.code_of_arguments(site.node, skip=0)
@@ -265,9 +306,9 @@ class SequentialCompileNoop(Rule):
         try:
             edit = build.replace_statement(facts.source, statement, code)
         except build.EditError:
-            return None
+            return "", None
         title = f"Use `{model} = torch.compile({model})` (its `state_dict` keys gain `_orig_mod.`)"
-        return Fix(title, Applicability.UNSAFE, (edit,), imports)
+        return "", Fix(title, Applicability.UNSAFE, (edit,), imports)
 
 
 def _head(code: str) -> str:

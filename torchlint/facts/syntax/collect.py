@@ -126,6 +126,9 @@ class Collected:
     # Statement suites (module body, function bodies, ...) by the id of each statement in them, so that a
     # fix can tell whether removing a statement would leave a block empty.
     suite_sizes: dict[int, int]
+    # `from module import *` statements: the names they bind are unknown here (`facts/syntax/rebinding.py`
+    # asks the module when a fix needs to know).
+    star_imports: list[cst.ImportFrom] = dataclasses.field(default_factory=list)
 
 
 class Collector:
@@ -137,6 +140,7 @@ class Collector:
         self.loops: list[LoopRecord] = []
         self.item_assignments: dict[tuple[int, str], list[tuple[str, cst.BaseExpression, bool]]] = {}
         self.has_main_guard = False
+        self.star_imports: list[cst.ImportFrom] = []
         self._in_loop: LoopRecord | None = None
         self._in_function: FunctionRecord | None = None
         self._in_class: ClassRecord | None = None
@@ -192,6 +196,7 @@ class Collector:
             self.item_assignments,
             self.has_main_guard,
             self.suite_sizes,
+            self.star_imports,
         )
 
     # -- the walk ---------------------------------------------------------------------------------------
@@ -346,6 +351,7 @@ class Collector:
     def _import_from(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.ImportFrom)
         if isinstance(node.names, cst.ImportStar):
+            self.star_imports.append(node)
             return  # the names it binds are unknown: uses of them resolve to nothing
         base = "." * len(node.relative) + (_dotted_name(node.module) if node.module else "")
         for alias in node.names:

@@ -34,6 +34,7 @@ from torchlint.facts.syntax.collect import (
     LoopRecord,
 )
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
+from torchlint.facts.syntax.rebinding import NameChanges
 from torchlint.facts.syntax.spans import Spans
 from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
@@ -205,19 +206,34 @@ class SourceModule:
         return frozenset(names)
 
     def name_for_module(self, qualname: str, scope: Scope) -> str | None:
-        """A dotted expression that means module `qualname` in `scope`, or None if the code has none."""
+        """A dotted expression that means module `qualname` in `scope`, or None if the code has none (a star
+        import after the import may bind its name to something else: `rebinding.py`)."""
         module_scope = self.module_scope
         for binding_list in module_scope.bindings.values():
             for binding in binding_list:
                 if binding.kind is not BindingKind.IMPORT or binding.qualname != qualname:
                     continue
-                if scope.resolve(binding.name) == qualname:
+                if scope.resolve(binding.name) == qualname and not self.name_changes.existing_binding_clash(
+                    binding
+                ):
                     return binding.name
         return None
 
-    def name_is_free(self, name: str, scope: Scope) -> bool:
-        """True when binding `name` at module level would not clash with anything visible from `scope`."""
-        return not scope.lookup(name) and name not in self.module_scope.bindings
+    def name_is_free(self, name: str, scope: Scope, meaning: str | None = None) -> bool:
+        """True when binding `name` (to the qualified name `meaning`, for an import) at module level or in
+        `scope` would not clash with anything visible from `scope`, a star import that may bind it, or a
+        read of it that nothing in the file binds (`rebinding.py` says why)."""
+        return not self.name_changes.insertion_clash(name, scope, meaning)
+
+    @property
+    def name_changes(self) -> NameChanges:
+        """What a fix's new, changed or removed binding of a name would change elsewhere."""
+        return self.analysis(NameChanges)
+
+    @property
+    def star_imports(self) -> list[cst.ImportFrom]:
+        """`from module import *` statements (the names they bind are unknown to the collector)."""
+        return self._collected.star_imports
 
     def suite_size(self, statement: cst.CSTNode) -> int:
         """How many statements share the block of `statement` (0 if unknown)."""

@@ -108,6 +108,7 @@ class Event:
     conditional: bool
     in_loop: bool
     source: SourceModule = field(compare=False, repr=False)
+    scope: Scope | None = field(default=None, compare=False, repr=False)  # where it happens
 
     @property
     def offset(self) -> int:
@@ -578,11 +579,13 @@ class ModelAnalysis:
         statement = self.source.assignment_of(value)
         return statement if isinstance(statement, cst.Assign) else None
 
-    def _event(self, model: Model, kind: str, node: cst.CSTNode, statement: cst.CSTNode | None) -> None:
+    def _event(
+        self, model: Model, kind: str, node: cst.CSTNode, statement: cst.CSTNode | None, scope: Scope
+    ) -> None:
         record = self._call_records.get(id(node))
         conditional = record.conditional if record is not None else False
         in_loop = record.loop is not None if record is not None else False
-        model.events.append(Event(kind, node, statement, conditional, in_loop, self.source))
+        model.events.append(Event(kind, node, statement, conditional, in_loop, self.source, scope))
 
     def _classify(
         self, model: Model, value: cst.BaseExpression, scope: Scope, statement: cst.CSTNode | None
@@ -592,30 +595,30 @@ class ModelAnalysis:
         if self._is_model(model, value, scope):
             return
         if not isinstance(value, cst.Call):
-            self._event(model, "build", value, statement)
+            self._event(model, "build", value, statement, scope)
             return
         func = value.func
         qualname = source.qualname(func, scope) or ""
         positional = [arg.value for arg in value.args if not arg.keyword and not arg.star]
         if qualname in _COMPILERS:
-            self._event(model, "compile", value, statement)
+            self._event(model, "compile", value, statement, scope)
             if positional:
                 self._classify(model, positional[0], scope, statement)
             return
         if isinstance(func, cst.Attribute) and func.attr.value in _PLACEMENTS:
-            self._event(model, "place", value, statement)
+            self._event(model, "place", value, statement, scope)
             self._classify(model, func.value, scope, statement)
             return
         if isinstance(func, cst.Attribute) and func.attr.value in ("compile",):
-            self._event(model, "compile", value, statement)
+            self._event(model, "compile", value, statement, scope)
             return
         wrapped = [a.value for a in value.args if self._mentions_model(model, a.value, scope)]
         if qualname in _WRAPPERS or wrapped or self._is_prepare(func):
-            self._event(model, "wrap", value, statement)
+            self._event(model, "wrap", value, statement, scope)
             if positional and not wrapped:
                 self._classify(model, positional[0], scope, statement)
             return
-        self._event(model, "build", value, statement)
+        self._event(model, "build", value, statement, scope)
 
     def _is_prepare(self, func: cst.BaseExpression) -> bool:
         return isinstance(func, cst.Attribute) and func.attr.value in ("prepare", "setup", "setup_module")
@@ -643,11 +646,13 @@ class ModelAnalysis:
         if isinstance(func, cst.Attribute) and self._is_model(model, func.value, call.scope):
             method = func.attr.value
             if method in _PLACEMENTS and alone:
-                self._event(model, "place", call.node, call.node)
+                self._event(model, "place", call.node, call.node, call.scope)
             elif method == "compile":
-                self._event(model, "compile", call.node, call.node if alone else None)
+                self._event(model, "compile", call.node, call.node if alone else None, call.scope)
             elif method in ("load_state_dict", "state_dict"):
-                self._event(model, "load" if method == "load_state_dict" else "state", call.node, None)
+                self._event(
+                    model, "load" if method == "load_state_dict" else "state", call.node, None, call.scope
+                )
             return
         positional = [arg.value for arg in call.node.args if not arg.keyword and not arg.star]
         if not positional:
@@ -655,19 +660,19 @@ class ModelAnalysis:
         qualname = source.qualname(func, call.scope) or ""
         if qualname in _COMPILERS and self._mentions_model(model, positional[0], call.scope):
             if not self._assigned_to_model(model, call.node):
-                self._event(model, "compile", call.node, call.node if alone else None)
+                self._event(model, "compile", call.node, call.node if alone else None, call.scope)
             return
         first = positional[0]
         if qualname == "torch.save" and self._is_model(model, first, call.scope):
-            self._event(model, "save-whole", call.node, None)
+            self._event(model, "save-whole", call.node, None, call.scope)
             return
         name = qualname.rsplit(".", 1)[-1] if qualname else _last_name(func)
         ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
         if ema and any(self._mentions_model(model, p, call.scope) for p in positional):
-            self._event(model, "ema", call.node, None)
+            self._event(model, "ema", call.node, None, call.scope)
             return
         if qualname in _WRAPPERS and alone and self._is_model(model, first, call.scope):
-            self._event(model, "wrap", call.node, call.node)  # fully_shard(model)
+            self._event(model, "wrap", call.node, call.node, call.scope)  # fully_shard(model)
 
     def _note_receiver(self, model: Model, call: CallRecord) -> None:
         """A project function or class given the model (`Trainer(cfg, model)`) may compile it: its module
@@ -702,6 +707,104 @@ class ModelAnalysis:
             for small in line.body
             if isinstance(small, cst.Expr) and len(line.body) == 1
         }
+
+    # -- the state_dict in the code the model is handed to ---------------------------------------------
+
+    def state_dict_elsewhere(self, model: Model) -> str:
+        """How the model's `state_dict` may be saved or loaded by code it is handed to ("" when by none): a
+        function, here or in another project file, that calls `state_dict()` / `load_state_dict()` on it or
+        pickles it, also through the functions it hands the model on to; or code this analysis cannot follow
+        into (unknown, so it may). `torch.compile(model)` would prefix those keys with `_orig_mod.`."""
+        source = self.source
+        for call in source.calls:
+            for arg in call.node.args:
+                if self._mentions_model(model, arg.value, call.scope):
+                    found = self._handed_over(call, arg.value, "", 0, set())
+                    if found:
+                        return found
+        return ""
+
+    def _handed_over(
+        self, call: CallRecord, given: cst.BaseExpression, label: str, depth: int, seen: set
+    ) -> str:
+        """Why `call`, given the model as `given`, may save or load its `state_dict` ("": it does not).
+        `label` names the call of the checked module the model went through (empty at the first call)."""
+        source = self.source
+        func = call.node.func
+        qualname = source.qualname(func, call.scope) or ""
+        here = f"`{_head(source.code(func))}(...)`"
+        if qualname == "torch.save":
+            return f"{label or here} pickles it whole"
+        if qualname.startswith(("torch.", "logging.")) or qualname in _HARMLESS_BUILTINS:
+            return ""
+        if self._builds_optimizer(call) or _groups_parameters(_last_name(func)):
+            return ""  # builds an optimizer (or its parameter groups) from its parameters
+        target = source.callee(call)
+        if not label:
+            label = here
+            if target is not None and target[0] is not source:
+                label = f"{here} ({_relative(target[0].path, source.path)})"
+        cannot = (
+            f"it is handed to {here}, which torchlint cannot follow"
+            if label == here
+            else (f"{label} hands it on to {here}, which torchlint cannot follow")
+        )
+        if target is None or depth >= MAX_DEPTH:
+            return cannot
+        home, function = target
+        names = [p.name.value for p in _all_parameters(function)]
+        param = next((name for name in names if argument_for(call.node, function, name) is given), None)
+        if param is None:
+            return cannot
+        return home.analysis(ModelAnalysis)._parameter_state(function, param, label, depth + 1, seen)
+
+    def _parameter_state(
+        self, function: FunctionRecord, param: str, label: str, depth: int, seen: set
+    ) -> str:
+        """Why `function` may save or load the `state_dict` of the module passed as `param` ("": it does
+        not): `param.state_dict()`, `param.load_state_dict(...)`, or handing it to code that may."""
+        key = (id(function), param)
+        if key in seen:
+            return ""
+        seen.add(key)
+        source = self.source
+        bindings = [b for b in function.scope.bindings.get(param, []) if b.kind is BindingKind.PARAM]
+        if not bindings:
+            return f"{label} hands it on to code torchlint cannot follow"
+        for ref in source.references_of(bindings[0]):
+            if ref.attrs:
+                if ref.attrs[0] in ("state_dict", "load_state_dict"):
+                    return f"{label} saves or loads its `state_dict`"
+                if len(ref.attrs) == 1 and ref.attrs[0] in _PLACEMENTS and ref.call is not None:
+                    found = self._use_of(ref.call, param, label, depth, seen)  # `param.to(device)` as a value
+                    if found:
+                        return found
+                continue  # `param.parameters()`, `param.train()`: its own methods
+            if ref.call is not None:
+                continue  # `param(x)`: a forward pass
+            found = self._use_of(ref.expr, param, label, depth, seen)
+            if found:
+                return found
+        return ""
+
+    def _use_of(self, expr: cst.BaseExpression, param: str, label: str, depth: int, seen: set) -> str:
+        """Why a use of the model as a value (`save(m, path)`, `self.m = m`) may reach its `state_dict`."""
+        call = self._argument_calls.get(id(expr))
+        if call is not None:
+            return self._handed_over(call, expr, label, depth, seen)
+        if id(expr) in self._expression_statements:
+            return ""  # `param.to(device)` alone
+        statement = self.source.assignment_of(expr)
+        if isinstance(statement, cst.Assign) and all(
+            isinstance(t.target, cst.Name) and t.target.value == param for t in statement.targets
+        ):
+            return ""  # `param = param.to(device)`: the same name again
+        return f"{label} keeps it where torchlint cannot follow it"
+
+    @cached_property
+    def _argument_calls(self) -> dict[int, CallRecord]:
+        """Every call argument's value, by id, with its call."""
+        return {id(arg.value): call for call in self.source.calls for arg in call.node.args}
 
     # -- compile sites ----------------------------------------------------------------------------------
 
@@ -883,6 +986,23 @@ def _relative(path: str, seen_from: str) -> str:
         return os.path.relpath(path, os.path.dirname(os.path.abspath(seen_from)))
     except ValueError:  # another drive (Windows)
         return path
+
+
+# Builtins that only read or show what they are given (`print(model)`).
+_HARMLESS_BUILTINS = {
+    "print", "len", "repr", "str", "id", "type", "isinstance", "issubclass", "hasattr", "getattr", "callable",
+    "format",
+}  # fmt: skip
+
+
+def _all_parameters(function: FunctionRecord) -> list[cst.Param]:
+    params = function.node.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _head(code: str) -> str:
+    """A callee's code for a message: its first line."""
+    return code.splitlines()[0] if code else code
 
 
 def _unplaced(expr: cst.BaseExpression) -> cst.BaseExpression:
