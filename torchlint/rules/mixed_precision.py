@@ -134,20 +134,23 @@ class ClipGradWithoutUnscale(Rule):
     needs_text = ("clip_grad",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for clip, scaler, optimizer in facts.clips_without_unscale():
+        # One `unscale_` per step (a second one raises): the step's first clip carries it, placed by the facts
+        for found in facts.clips_without_unscale():
+            scaler, optimizer = found.scaler, found.optimizer
             message = (
                 f"gradients are clipped while still scaled by `{scaler}`: call "
                 f"`{scaler}.unscale_({optimizer})` before clipping, or the threshold applies to gradients "
                 "multiplied by the loss scale"
             )
             fix = None
-            statement = facts.standalone_statement(clip)
-            if statement is not None:
-                edit = build.statement_before(facts.source, statement, f"{scaler}.unscale_({optimizer})")
+            if found.before is not None:
+                edit = build.statement_before(facts.source, found.before, f"{scaler}.unscale_({optimizer})")
                 if edit is not None:
                     title = f"Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"
                     fix = Fix(title, Applicability.UNSAFE, (edit,))
-            yield self.finding(facts, clip, message, fix)
+            if found.note:
+                message += f" ({found.note})"
+            yield self.finding(facts, found.clip, message, fix)
 
 
 class Fp16AutocastWithoutGradScaler(Rule):
@@ -170,7 +173,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
                 "`dtype=torch.bfloat16`"
             )
-            yield self.finding(facts, site.node, message, self._fix(facts, loop))
+            # a new `scaler` must not take a name bound elsewhere, a star import's included (N3)
+            clash = facts.name_clash("scaler", loop.scope)
+            if clash:
+                message += f" (no automatic fix: {clash})"
+            yield self.finding(facts, site.node, message, None if clash else self._fix(facts, loop))
 
     def _fix(self, facts: ModuleFacts, loop) -> Fix | None:
         """A scaler made once before the (outermost) loop; the backward, the step and each clip rewritten

@@ -30,7 +30,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.values import literal_of
-from torchlint.facts.syntax.walk import calls_in, contains, statements
+from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, statements
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
@@ -78,6 +78,11 @@ _CLIPS = {
     "torch.nn.utils.clip_grad.clip_grad_value_",
 }
 _SCALER_METHODS = frozenset({"scale", "unscale_", "step", "update"})
+# What a later clip of a step says when the step's first clip carries the one `unscale_` (TL306).
+_COVERED = (
+    "no fix of its own: the fix of the first clip of this step unscales for this one too, since `unscale_` "
+    "may run only once per step"
+)
 _NEW_SIGNATURE = Signature(("device_type", "dtype", "enabled", "cache_enabled"))
 _OLD_SIGNATURE = Signature(("enabled", "dtype", "cache_enabled"))
 _HALF_CASTS = {"half": "float16", "bfloat16": "bfloat16"}
@@ -166,6 +171,19 @@ class ScalerPlan:
     clips: tuple[cst.Expr, ...]  # clipping before the step: `scaler.unscale_(optimizer)` goes first
     outer_loop: cst.CSTNode  # the scaler is made right before it
     scope: Scope
+
+
+@dataclass(frozen=True)
+class ClipWithoutUnscale:
+    """Gradients clipped while still scaled (TL306), and where the one `unscale_` of the clip's step goes:
+    `before` is the statement it goes before, set on the step's first clip only; `note` says why a clip
+    has no fix of its own (empty when it has one)."""
+
+    clip: cst.Call
+    scaler: str  # as written
+    optimizer: str  # as `scaler.step(...)` names it
+    before: cst.CSTNode | None
+    note: str
 
 
 @dataclass(frozen=True)
@@ -382,32 +400,104 @@ class PrecisionAnalysis:
         parent = next((b for b in _blocks(self.source.module) if any(s is node for s in b.body)), None)
         return (node, parent, index) if parent is not None else (None, None, 0)
 
-    def clips_without_unscale(self) -> list[tuple[cst.Call, str, str]]:
+    def clips_without_unscale(self) -> list[ClipWithoutUnscale]:
         """`clip_grad_norm_` / `clip_grad_value_` between the backward and `scaler.step(opt)` of one step —
         the loop's iteration, or the step function holding them (minGPT-ddp's `_run_batch`) — with no
-        `scaler.unscale_(...)` before it: (the clip call, the scaler, the optimizer) — TL306. A clip before
-        the step's own `scaler.scale(...)` belongs to the unscaled branch (`else: loss.backward(); clip`)."""
+        `scaler.unscale_(...)` before it — TL306. A clip belongs to the step that follows it (not to a later
+        step of another optimizer, dcgan's two), and a clip before the step's own `scaler.scale(...)` to the
+        unscaled branch (`else: loss.backward(); clip`). `unscale_` may run once per optimizer between
+        `update()`s, so each step gets one place for it, carried by its first clip (`_unscale_point`)."""
         source = self.source
         found = []
         for scaler in self.scalers:
-            for step in scaler.uses.get("step", []):
+            steps = scaler.uses.get("step", [])
+            for step in steps:
                 if not step.node.args:
                     continue
                 within = step.loop.all_calls() if step.loop is not None else source.calls
                 calls = [c for c in within if c.function is step.function]
                 step_at = source.span(step.node)[0]
-                unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in calls]
-                scales = [source.span(c.node)[0] for c in scaler.uses.get("scale", []) if c in calls]
-                for call in calls:
+                # Since the previous step of this scaler in the same iteration (another optimizer's)
+                since = max(
+                    (at for c in steps if c in calls if (at := source.span(c.node)[0]) < step_at), default=-1
+                )
+                segment = [c for c in calls if since < source.span(c.node)[0] < step_at]
+                unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in segment]
+                scales = [source.span(c.node)[0] for c in scaler.uses.get("scale", []) if c in segment]
+                clips = []
+                for call in segment:
                     if (source.qualname(call.node.func, call.scope) or "") not in _CLIPS:
                         continue
                     at = source.span(call.node)[0]
-                    if at >= step_at or any(u < at for u in unscales):
+                    if any(u < at for u in unscales) or (scales and not any(s < at for s in scales)):
                         continue
-                    if scales and not any(s < at for s in scales):
-                        continue
-                    found.append((call.node, scaler.name, source.code(step.node.args[0].value)))
+                    clips.append(call)
+                if not clips:
+                    continue
+                optimizer = source.code(step.node.args[0].value)
+                before, why_not = self._unscale_point(step, calls, segment, clips, scaler)
+                for index, clip in enumerate(clips):
+                    if index == 0:
+                        note = f"no automatic fix: {why_not}" if before is None else ""
+                        found.append(ClipWithoutUnscale(clip.node, scaler.name, optimizer, before, note))
+                    else:
+                        note = _COVERED if before is not None else f"no automatic fix: {why_not}"
+                        found.append(ClipWithoutUnscale(clip.node, scaler.name, optimizer, None, note))
         return found
+
+    def _unscale_point(
+        self,
+        step: CallRecord,
+        calls: list[CallRecord],
+        segment: list[CallRecord],
+        clips: list[CallRecord],
+        scaler: Scaler,
+    ) -> tuple[cst.CSTNode | None, str]:
+        """The statement before which one `scaler.unscale_(optimizer)` serves every clip of the step, or why
+        there is none. It must run once per step (never inside a loop nested in the step: a loop over
+        `param_groups` gets it before the loop, one that also runs the backward pass gets none), only where
+        the step follows (in the step's block or a branch inside it, with no `continue`/`break`/`return`
+        on the way; `segment`: the calls since the scaler's previous step), after the backward pass, and not
+        where the step already unscales."""
+        source = self.source
+        if any(c in segment for c in scaler.uses.get("unscale_", [])):
+            return None, (
+                f"`{scaler.name}.unscale_` already runs later in this step, and may run only once per step: "
+                "move it before the first clip"
+            )
+        from torchlint.facts.torch.training import BACKWARD, TrainingAnalysis
+
+        root: cst.CSTNode = source.module if step.function is None else step.function.node
+        if step.loop is not None:
+            root = step.loop.node
+        step_path = _block_path(root, step.node)
+        paths = [_block_path(root, clip.node) for clip in clips]
+        place = _shared_place(step_path, paths)
+        if place is None:
+            return None, (
+                f"the clip runs where `{scaler.name}.step(...)` may not, and `unscale_` may run only once "
+                "per step"
+            )
+        block, index, depth = place
+        anchor = block.body[index]
+        training = source.analysis(TrainingAnalysis)
+        scaler_calls = [use for uses in scaler.uses.values() for use in uses]
+        if any(
+            contains(anchor, call.node) and (call in scaler_calls or BACKWARD in training.call_events(call))
+            for call in calls
+        ):
+            if isinstance(anchor, (cst.For, cst.While)):
+                return None, (
+                    "the clip runs in a loop that also runs the backward pass, more than once per step, and "
+                    "`unscale_` may run only once per step: clip once, after that loop"
+                )
+            return None, "no one place runs after the backward pass and before every clip of the step"
+        if any(_may_leave(statement) for statement in _on_the_way(step_path, paths[0], depth, index)):
+            return None, (
+                f"a `continue`, `break` or `return` before `{scaler.name}.step(...)` could skip the step "
+                "after `unscale_`, which may run only once per step"
+            )
+        return anchor, ""
 
     def fp16_without_scaler(self) -> list[tuple[AutocastSite, LoopRecord]]:
         """float16 autocast regions (explicit, the CUDA default, or chosen at run time) inside training
@@ -909,6 +999,85 @@ def _framework_of(qualname: str) -> str:
     return ""
 
 
+# A way down from a step's root to a statement: each block on the way, with the index of the statement in it.
+_BlockPath = list[tuple["cst.Module | cst.IndentedBlock", int]]
+
+
+def _block_path(root: cst.CSTNode, target: cst.CSTNode) -> _BlockPath:
+    """The blocks from `root`'s body down to the innermost one whose statement holds `target`, each with
+    the index of the statement on the way (an `elif` is no block of its own; a one-line suite is not
+    entered). Empty when `target` is not under `root`."""
+    if isinstance(root, (cst.Module, cst.IndentedBlock)):
+        for index, statement in enumerate(root.body):
+            if contains(statement, target):
+                inner = (
+                    [] if isinstance(statement, cst.SimpleStatementLine) else _block_path(statement, target)
+                )
+                return [(root, index), *inner]
+        return []
+    parts = (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally)  # not the header
+    for child in child_nodes(root):
+        if isinstance(child, parts) and contains(child, target):
+            return _block_path(child, target)
+    return []
+
+
+def _shared_place(
+    step_path: _BlockPath, paths: list[_BlockPath]
+) -> tuple[cst.Module | cst.IndentedBlock, int, int] | None:
+    """Where one statement before every clip runs once per step and only where the step follows: the
+    block, the index of the statement to go before, and the block's depth; None when a clip is not in
+    the step's own block (or a branch inside it) before the step, or the step is not a line of its own.
+    The deepest block that holds every clip, unless a loop lies on the way to it: then before that loop."""
+    level = len(step_path) - 1  # the depth of the step's own block
+    if not step_path or not isinstance(_statement_at(step_path[-1]), cst.SimpleStatementLine):
+        return None
+    block, at_step = step_path[level]
+    if any(len(path) <= level or path[level][0] is not block or path[level][1] >= at_step for path in paths):
+        return None
+    depth = level
+    while all(len(path) > depth + 1 and path[depth + 1][0] is paths[0][depth + 1][0] for path in paths):
+        depth += 1
+    for at in range(level, depth):
+        if isinstance(_statement_at(paths[0][at]), (cst.For, cst.While)):
+            depth = at
+            break
+    return paths[0][depth][0], min(path[depth][1] for path in paths), depth
+
+
+def _on_the_way(step_path: _BlockPath, path: _BlockPath, depth: int, index: int) -> list[cst.CSTNode]:
+    """The statements that run between the statement `index` of `path`'s block at `depth` (it included)
+    and the step, and the handlers of a `try` around it."""
+    level = len(step_path) - 1
+    block = path[depth][0]
+    following: list[cst.CSTNode] = [*block.body[index : step_path[level][1] if depth == level else None]]
+    for at in range(depth - 1, level - 1, -1):
+        outer, where = path[at]
+        following.extend(outer.body[where + 1 : step_path[level][1] if at == level else None])
+        around = outer.body[where]
+        if isinstance(around, (cst.Try, cst.TryStar)):  # an `except: continue` around the clip
+            following.extend(n for n in (*around.handlers, around.orelse, around.finalbody) if n is not None)
+    return following
+
+
+def _statement_at(place: tuple[cst.Module | cst.IndentedBlock, int]) -> cst.BaseStatement:
+    """The statement at a place of a path."""
+    block, index = place
+    return block.body[index]
+
+
+def _may_leave(node: cst.CSTNode, in_loop: bool = False) -> bool:
+    """A `return` in `node`, or a `continue`/`break` of the loop around it (not of a loop inside it)."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return False
+    if isinstance(node, cst.Return) or (isinstance(node, (cst.Continue, cst.Break)) and not in_loop):
+        return True
+    if isinstance(node, cst.BaseExpression):
+        return False
+    inner = in_loop or isinstance(node, (cst.For, cst.While))
+    return any(_may_leave(child, inner) for child in child_nodes(node))
+
+
 def _withs(node: cst.CSTNode):
     return (found for found in statements(node) if isinstance(found, cst.With))
 
@@ -920,6 +1089,7 @@ def _blocks(node: cst.CSTNode):
 __all__ = [
     "AutocastSite",
     "BackwardInAutocast",
+    "ClipWithoutUnscale",
     "Evidence",
     "EvidenceKind",
     "PrecisionAnalysis",
