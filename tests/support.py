@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,3 +182,26 @@ def check_replayed(*args: str):
 
     result = CliRunner().invoke(main, [*args, "--show-phase2-count"])
     return result.exit_code, result.stdout, "(replayed)" in result.stderr
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def default_signals() -> None:
+    """A terminal's signal dispositions, for a child process whose test sends it signals: a suite started
+    in the background (`nohup`, `cmd &` in a script) ignores SIGINT and SIGHUP, and children inherit that
+    (Python then installs no KeyboardInterrupt handler)."""
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def terminal_signals():
+    """`default_signals` for the test process itself, restored afterwards."""
+    before = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    default_signals()
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)

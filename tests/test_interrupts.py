@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import default_signals
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,12 @@ def tree(tmp_path: Path) -> Path:
 def start_fix(tree: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "torchlint", "--no-cache", "--fix", "-j", "2", "-q", "."]
     return subprocess.Popen(
-        command, cwd=tree, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        command,
+        cwd=tree,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_signals,
     )
 
 

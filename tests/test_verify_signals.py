@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import default_signals, terminal_signals
 
 from torchlint.verify import runner
 from torchlint.verify.stopping import StopFlag, stop_on_signals
@@ -87,6 +88,7 @@ class Verify:
         command = [sys.executable, "-m", "torchlint", "verify", "forever.py", "--timeout", "120"]
 
         def ignored() -> None:  # as `nohup` leaves SIGHUP
+            default_signals()
             for number in ignore:
                 signal.signal(number, signal.SIG_IGN)
 
@@ -98,7 +100,7 @@ class Verify:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=ignored if ignore else None,
+            preexec_fn=ignored,
         )
         self.pids: list[int] = []
 
@@ -193,14 +195,17 @@ def test_a_signal_the_caller_ignores_stays_ignored(start):
 def test_the_handlers_only_set_a_flag_and_are_restored_afterwards():
     """While the runs go a signal sets the flag (an exception raised anywhere could leave a run behind);
     a second one asks to hurry; afterwards the previous handlers are back."""
-    before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
-    with stop_on_signals() as stop:
-        assert not stop.requested
-        signal.raise_signal(signal.SIGTERM)
-        assert (stop.signum, stop.hurry) == (signal.SIGTERM, False)
-        signal.raise_signal(signal.SIGHUP)
-        assert (stop.signum, stop.hurry) == (signal.SIGTERM, True)
-    assert {number: signal.getsignal(number) for number in before} == before
+    with terminal_signals():
+        before = {
+            number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        }
+        with stop_on_signals() as stop:
+            assert not stop.requested
+            signal.raise_signal(signal.SIGTERM)
+            assert (stop.signum, stop.hurry) == (signal.SIGTERM, False)
+            signal.raise_signal(signal.SIGHUP)
+            assert (stop.signum, stop.hurry) == (signal.SIGTERM, True)
+        assert {number: signal.getsignal(number) for number in before} == before
 
 
 def test_off_the_main_thread_no_handler_is_set():
