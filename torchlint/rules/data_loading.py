@@ -76,6 +76,8 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         for loader in facts.loaders:
             if not facts.loader_uses(loader) or not loader.without_workers():
                 continue
+            if any(other.starts_workers() for other in loader.alternatives):
+                continue  # the other branch of the `if` builds it with workers: chosen per path
             if not self.device(facts, loader).may_be_cuda:
                 continue  # on the CPU, workers compete with the training process's own threads
             if facts.samples_on_cpu(loader) is False:
@@ -140,6 +142,8 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
                 continue
             if not (loader.lacks("pin_memory") or loader.is_constant("pin_memory", False)):
                 continue
+            if any(other.pins() for other in loader.alternatives):
+                continue  # the other branch of the `if` builds it pinned: chosen per path
             device = self.device(facts, loader)
             if not device.may_be_cuda:
                 continue
@@ -194,8 +198,8 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             if not loader.lacks("persistent_workers"):
                 continue
             workers = loader.option("num_workers")
-            if workers is None:
-                continue
+            if workers is None or loader.no_workers_here:
+                continue  # no workers, or none on this path (the `else:` of `if num_workers > 0:`)
             if workers.conditional:
                 # Workers chosen for the accelerator path only (`kwargs.update(num_workers=1, ...)` under
                 # `if use_cuda:`): that path restarts them every epoch. Judged only for a positive constant,

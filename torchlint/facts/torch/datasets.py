@@ -357,14 +357,16 @@ def _integer_list(expr: cst.BaseExpression) -> bool:
 
 
 def _only_indexes_itself(getitem: FunctionRecord) -> bool:
-    """Every value `__getitem__` returns is an item of what the dataset holds, indexed by its argument
-    (`return self.x[i], self.y[i]`, a dict of such, also filled key by key: `d = {}`, `d["x"] =
+    """Every value `__getitem__` returns is an item or a slice of what the dataset holds (`return self.x[i],
+    self.y[i]`; `self.data[start:start + n].long()` at an offset drawn with `torch.randint`, computed from the
+    index or the held data's length), or a dict of such, also filled key by key (`d = {}`, `d["x"] =
     self.x[i]`, `return d`): nothing is read, decoded or transformed per sample. Any other statement (a
-    transform, a file read) is not this shape."""
+    transform, a file read, an encoding comprehension) is not this shape."""
     if len(getitem.params) < 2 or not getitem.returns:
         return False
-    index = getitem.params[1]
+    offsets = {getitem.params[1]}  # integers: the index, and positions computed from it
     assembled: set[str] = set()  # local dicts filled only with held items
+    held: set[str] = set()  # local names bound to a held item
     for statement in getitem.node.body.body:
         if is_docstring(statement):
             continue
@@ -378,39 +380,113 @@ def _only_indexes_itself(getitem: FunctionRecord) -> bool:
         target = small.targets[0].target
         if isinstance(target, cst.Name) and isinstance(small.value, cst.Dict) and not small.value.elements:
             assembled.add(target.value)
+        elif isinstance(target, cst.Name) and _held_item(small.value, offsets, held):
+            held.add(target.value)
+        elif isinstance(target, cst.Name) and _position(small.value, offsets):
+            offsets.add(target.value)
         elif not (
             isinstance(target, cst.Subscript)
             and isinstance(target.value, cst.Name)
             and target.value.value in assembled
-            and _held_item(small.value, index)
+            and _held_item(small.value, offsets, held)
         ):
             return False
-    return all(
-        (isinstance(value, cst.Name) and value.value in assembled) or _held_item(value, index)
-        for value in getitem.returns
-    )
+    return all(_held_item(value, offsets, assembled | held) for value in getitem.returns)
 
 
-def _held_item(expr: cst.BaseExpression, index: str) -> bool:
+# Methods that copy or cast what was indexed, without per-sample work worth a worker.
+_CHEAP_METHODS = {"clone", "long", "float", "int", "double", "half", "bool", "contiguous", "copy"}
+# Calls that give a position: a random draw, a length, a bound.
+_POSITION_CALLS = {"randint", "randrange", "len", "min", "max", "int", "item", "size"}
+MAX_POSITION_DEPTH = 12
+
+
+def _held_item(expr: cst.BaseExpression, offsets: set[str], held: set[str] | None = None) -> bool:
+    """`self.x[i]`, `self.data[s:s + n]` (positions from `offsets`), copied or cast (`.clone().long()`), a
+    local name in `held` bound to one, or a tuple, list or dict of such."""
+    if isinstance(expr, cst.Name):
+        return held is not None and expr.value in held
     if isinstance(expr, (cst.Tuple, cst.List)):
-        return bool(expr.elements) and all(_held_item(e.value, index) for e in expr.elements)
+        return bool(expr.elements) and all(_held_item(e.value, offsets, held) for e in expr.elements)
     if isinstance(expr, cst.Dict):
         return bool(expr.elements) and all(
-            isinstance(e, cst.DictElement) and _held_item(e.value, index) for e in expr.elements
+            isinstance(e, cst.DictElement) and _held_item(e.value, offsets, held) for e in expr.elements
         )
-    if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1:
-        return False
-    held = expr.value
-    if not (
-        isinstance(held, cst.Attribute) and isinstance(held.value, cst.Name) and held.value.value == "self"
+    while (
+        isinstance(expr, cst.Call)
+        and not expr.args
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _CHEAP_METHODS
     ):
+        expr = expr.func.value
+    if not isinstance(expr, cst.Subscript) or not expr.slice:
         return False
-    element = expr.slice[0].slice
-    return (
-        isinstance(element, cst.Index)
-        and isinstance(element.value, cst.Name)
-        and element.value.value == index
-    )
+    if not _self_attribute(expr.value):
+        return False
+    for element in expr.slice:
+        part = element.slice
+        if isinstance(part, cst.Index):
+            if not _position(part.value, offsets):
+                return False
+        elif isinstance(part, cst.Slice):
+            bounds = (part.lower, part.upper, part.step)
+            if not all(bound is None or _position(bound, offsets) for bound in bounds):
+                return False
+        else:
+            return False
+    return True
+
+
+def _self_attribute(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _position(expr: cst.BaseExpression, offsets: set[str], depth: int = 0) -> bool:
+    """An integer computed from the index, positions already computed, numbers, the dataset's attributes and
+    their lengths and shapes, and random draws (`torch.randint(0, len(self.data) - n, (1,))`)."""
+    if depth > MAX_POSITION_DEPTH:
+        return False
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in offsets
+    if _self_attribute(expr):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return _position(expr.left, offsets, depth + 1) and _position(expr.right, offsets, depth + 1)
+    if isinstance(expr, cst.UnaryOperation):
+        return _position(expr.expression, offsets, depth + 1)
+    if isinstance(expr, cst.Tuple):  # the `(1,)` size of `torch.randint(low, high, (1,))`
+        return all(_position(e.value, offsets, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.Subscript):  # `self.data.shape[0]`
+        value = expr.value
+        return (
+            isinstance(value, cst.Attribute)
+            and value.attr.value == "shape"
+            and _self_attribute(value.value)
+            and all(
+                isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Integer) for e in expr.slice
+            )
+        )
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        name = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else func.value
+            if isinstance(func, cst.Name)
+            else ""
+        )
+        if name not in _POSITION_CALLS:
+            return False
+        if (
+            isinstance(func, cst.Attribute)
+            and name in ("item", "size")
+            and not _position(func.value, offsets, depth + 1)
+        ):
+            return False
+        return all(arg.keyword is None and _position(arg.value, offsets, depth + 1) for arg in expr.args)
+    return False
 
 
 def _dataset(loader: Loader) -> cst.BaseExpression | None:

@@ -20,6 +20,7 @@ from torchlint.facts.syntax.calls import (
     positional_and_keywords,
     read_call,
 )
+from torchlint.facts.syntax.collect import CallRecord
 from torchlint.facts.syntax.names import Scope
 from torchlint.facts.syntax.values import constant_number, literal_of
 
@@ -69,6 +70,12 @@ class Loader:
     callee_text: str  # the callee as written, for messages: `DataLoader`, `torch.utils.data.DataLoader`
     # The `if` tests around the call in its function, with the branch it is in (see `CallRecord.guards`).
     guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()
+    record: CallRecord | None = None  # where the call is: its loop and function (None: a framework's)
+    # A guard around the call proves `num_workers` is at most 0 here (`else:` of `if n > 0:`).
+    no_workers_here: bool = False
+    # The same loader built in the other branch of an `if` around this one (same dataset): what the author
+    # chose per path (`if n > 0: DataLoader(ds, pin_memory=True, ...) else: DataLoader(ds, ...)`).
+    alternatives: tuple[Loader, ...] = ()
 
     @property
     def options(self) -> dict[str, Argument]:
@@ -101,6 +108,14 @@ class Loader:
         """`num_workers` missing for sure, or the constant 0."""
         return self.lacks("num_workers") or self.is_constant("num_workers", 0)
 
+    def pins(self) -> bool:
+        """`pin_memory` passed, and not the constant False (pinned, on some paths, or as the user says)."""
+        return self.option("pin_memory") is not None and not self.is_constant("pin_memory", False)
+
+    def starts_workers(self) -> bool:
+        """`num_workers` passed, and not the constant 0 (also a count the user controls)."""
+        return self.option("num_workers") is not None and not self.without_workers()
+
 
 class LoaderAnalysis:
     def __init__(self, source: SourceModule) -> None:
@@ -116,10 +131,51 @@ class LoaderAnalysis:
             cls = self.loader_class(call.node.func, call.scope)
             if cls is not None:
                 arguments = read_call(source, call.node, call.scope, DATALOADER)
-                found[id(call.node)] = Loader(
-                    call.node, call.scope, cls, arguments, source.code(call.node.func), call.guards
+                loader = Loader(
+                    call.node, call.scope, cls, arguments, source.code(call.node.func), call.guards, call
                 )
+                loader.no_workers_here = self._guarded_to_no_workers(loader)
+                found[id(call.node)] = loader
+        guarded = [loader for loader in found.values() if loader.guards]
+        for loader in guarded:
+            loader.alternatives = tuple(
+                other for other in guarded if other is not loader and self._alternative(loader, other)
+            )
         return found
+
+    def _guarded_to_no_workers(self, loader: Loader) -> bool:
+        """An `if` around the call proves its `num_workers` expression is at most 0 on this path: the
+        `else:` of `if n > 0:` / `if n:`, the body of `if n == 0:` / `if not n:` (the count as written)."""
+        workers = loader.option("num_workers")
+        expression = workers.expression if workers is not None else None
+        if expression is None or not loader.guards:
+            return False
+        written = _compact(self.source.code(expression))
+
+        def same(expr: cst.BaseExpression) -> bool:
+            return _compact(self.source.code(expr)) == written
+
+        return any(_proves_at_most_zero(test, branch, same) for test, branch in loader.guards)
+
+    def _alternative(self, loader: Loader, other: Loader) -> bool:
+        """`other` is built in the other branch of an `if` around `loader`, in the same scope, from the same
+        dataset expression: two ways of building one loader."""
+        if other.scope is not loader.scope:
+            return False
+        for (test, branch), (other_test, other_branch) in zip(loader.guards, other.guards, strict=False):
+            if test is not other_test:
+                return False
+            if branch != other_branch:
+                dataset, other_dataset = loader.option("dataset"), other.option("dataset")
+                if dataset is None or other_dataset is None:
+                    return False
+                first, second = dataset.expression, other_dataset.expression
+                return (
+                    first is not None
+                    and second is not None
+                    and _compact(self.source.code(first)) == _compact(self.source.code(second))
+                )
+        return False
 
     @property
     def loaders(self) -> list[Loader]:
@@ -191,6 +247,61 @@ def _defines_iter(source: SourceModule, cls, depth: int) -> bool:
 # num_samples=int(1e10))` is an endless stream whose iterator is never exhausted, hence never re-created.
 ENDLESS_EPOCH = 10**9
 RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
+
+
+def _compact(code: str) -> str:
+    return "".join(code.split())
+
+
+# A comparison `n <op> c` that holds, turned around (`0 < n` is `n > 0`) and negated (the `else:` branch).
+_TURNED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _operator(node: cst.BaseCompOp) -> str | None:
+    return {
+        cst.LessThan: "<",
+        cst.LessThanEqual: "<=",
+        cst.GreaterThan: ">",
+        cst.GreaterThanEqual: ">=",
+        cst.Equal: "==",
+        cst.NotEqual: "!=",
+    }.get(type(node))
+
+
+def _proves_at_most_zero(test: cst.BaseExpression, branch: bool, same) -> bool:
+    """On the `branch` side of `if test:`, the count `same` recognises is at most 0 (no worker starts; a
+    negative count raises)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _proves_at_most_zero(test.expression, not branch, same)
+    if isinstance(test, cst.BooleanOperation):
+        # the body of `a and b`, the `else:` of `a or b`: both hold
+        both = (isinstance(test.operator, cst.And) and branch) or (
+            isinstance(test.operator, cst.Or) and not branch
+        )
+        return both and (
+            _proves_at_most_zero(test.left, branch, same) or _proves_at_most_zero(test.right, branch, same)
+        )
+    if same(test):  # `if n:` ... `else:` (n is 0)
+        return not branch
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comparison = test.comparisons[0]
+    op = _operator(comparison.operator)
+    if op is None:
+        return False
+    if same(test.left):
+        ok, bound = literal_of(comparison.comparator)
+    elif same(comparison.comparator):
+        ok, bound = literal_of(test.left)
+        op = _TURNED[op]
+    else:
+        return False
+    if not ok or not isinstance(bound, int) or isinstance(bound, bool):
+        return False
+    if not branch:
+        op = _NEGATED[op]
+    return (op == "==" and bound <= 0) or (op == "<=" and bound <= 0) or (op == "<" and bound <= 1)
 
 
 def _never_runs(guards: tuple[tuple[cst.BaseExpression, bool], ...]) -> bool:

@@ -24,8 +24,10 @@ from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.syntax.values import literal_of
+from torchlint.facts.syntax.walk import calls_in
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.evaluation import only_evaluates
 from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
@@ -280,6 +282,8 @@ class TrainingAnalysis:
             found += [(source, forever, how) for source in self.sources(node.iter, loop.scope)]
         for call in loop.all_calls():  # `batch = next(it)` with `it = iter(loader)`
             if self.source.qualname(call.node.func, call.scope) == "next" and call.node.args:
+                if only_evaluates(self.source, loop, call.node, self._trains_in(loop)):
+                    continue  # `with torch.no_grad(): loss = model(next(val_loader))`: evaluation
                 argument = call.node.args[0].value
                 # `it = iter(loader)` again after StopIteration: the loader is iterated over and over
                 recreated = isinstance(argument, cst.Name) and len(call.scope.lookup(argument.value)) > 1
@@ -293,6 +297,19 @@ class TrainingAnalysis:
                 again = recreated or forever
                 found += [(source, again, how) for source in self.sources(argument, call.scope)]
         return found
+
+    def _trains_in(self, loop: LoopRecord):
+        """Whether the code below a node of `loop` runs a backward pass or an optimizer step."""
+        records = {id(call.node): call for call in loop.all_calls()}
+
+        def trains(node: cst.CSTNode) -> bool:
+            for found in calls_in(node):
+                record = records.get(id(found))
+                if record is not None and self.call_events(record) & {BACKWARD, STEP}:
+                    return True
+            return False
+
+        return trains
 
     def re_iterates_forever(
         self, expr: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
@@ -461,6 +478,8 @@ class TrainingAnalysis:
             around = loop.parent is not None or self.called_repeatedly(loop.function)
             for source, again, how in self.iterated(loop):
                 for found, per_epoch in self.trace([source], around or again):
+                    if found is source and not again and _built_for_each_run(loop, found):
+                        per_epoch = False  # a new loader object (new workers) every epoch
                     yield found, per_epoch, loop.node, how
         for call in facts.calls:  # calls into other modules' training functions
             target = facts.callee(call)
@@ -767,6 +786,24 @@ def _widest_output(functions: list[FunctionRecord]) -> int:
         elif isinstance(expr, cst.BooleanOperation):
             todo += [expr.left, expr.right]
     return widest
+
+
+def _built_for_each_run(loop: LoopRecord, source: Source) -> bool:
+    """`source` is a loader built again every time the training loop `loop` runs again: inside the loop
+    around it (`for epoch ...: loader = DataLoader(...)`), or, with no loop around it in its function, in
+    that function (a `run_epoch()` called once per epoch that builds its own loader). Each pass then
+    iterates a new loader object once."""
+    record = source.record if isinstance(source, Loader) else None
+    if record is None:
+        return False
+    if loop.parent is None:
+        return loop.function is not None and record.function is loop.function
+    around = record.loop
+    while around is not None:
+        if around is loop.parent:
+            return True
+        around = around.parent
+    return False
 
 
 def _descendants(loop: LoopRecord):
