@@ -13,11 +13,16 @@ A model class is *trained* when a module of the project (the one that defines it
 those that import them) trains a model (`ModelAnalysis.models`) built from it — directly (`GPT(config)`,
 `GPT.from_pretrained(...)`), through a factory of the project that returns one, or handed to a project class
 whose methods train (`Trainer(config, model, data).run()`) — or when it is a part (an attribute, or the block
-of a stack) of a trained class, or a base of one. Classes only ever used for inference are not trained.
+of a stack) of a trained class, or a base of one. Classes only ever used for inference are not trained. The
+devices of the models that train a class are kept: a class trained only on the CPU gets no TL401 advice.
+
+A checkpoint call *never runs* when it sits under `if self.<switch> ...` of a switch its class only ever sets
+to `False` and that nothing else may turn on (`_may_turn_on`): which variant it would use does not matter.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -29,6 +34,7 @@ from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.models import ModelAnalysis
 from torchlint.facts.torch.structure import Stack, StructureAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, ClassRecord
@@ -100,6 +106,8 @@ class CheckpointCall:
     callee: cst.BaseExpression
     sequential: bool
     lacks_use_reentrant: bool  # surely not passed (a `**kw` that cannot be followed keeps it False)
+    # Only under `if self.gradient_checkpointing ...` where that switch is never turned on (`_never_on`).
+    never_runs: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,8 +156,39 @@ class CheckpointAnalysis:
             sequential = ref.qualname == CHECKPOINT_SEQUENTIAL
             signature = SEQUENTIAL_SIGNATURE if sequential else CHECKPOINT_SIGNATURE
             arguments = read_call(source, ref.call, record.scope, signature)
-            found.append(CheckpointCall(record, ref.expr, sequential, arguments.lacks("use_reentrant")))
+            lacks = arguments.lacks("use_reentrant")
+            found.append(
+                CheckpointCall(record, ref.expr, sequential, lacks, lacks and self._never_on(record))
+            )
         return found
+
+    def _never_on(self, record: CallRecord) -> bool:
+        """The call runs only where a switch of its class is on (`if self.gradient_checkpointing and
+        self.training:`) that nothing turns on: the class assigns it only `False` (or `None`, `0`), and
+        neither this module nor those that import it (up to three levels) assign that attribute anything
+        else, name it in a `setattr`, or declare `supports_gradient_checkpointing` (Hugging Face's and
+        diffusers' own switch sets the attribute on every submodule that has it)."""
+        function = record.function
+        if function is None or function.owner is None or not function.params or not record.guards:
+            return False
+        owner = function.params[0]
+        for test, branch in record.guards:
+            if not branch:
+                continue
+            for conjunct in _conjuncts(test):
+                if (
+                    isinstance(conjunct, cst.Attribute)
+                    and dotted(conjunct.value) == owner
+                    and self._switch_never_on(function.owner, conjunct.attr.value)
+                ):
+                    return True
+        return False
+
+    def _switch_never_on(self, cls: ClassRecord, name: str) -> bool:
+        values = cls.attributes.get(name)
+        if not values or not all(is_false_constant(value) for value, _ in values):
+            return False
+        return not any(_may_turn_on(module, name) for module in self._candidates())
 
     @cached_property
     def _records(self) -> dict[int, CallRecord]:
@@ -306,21 +345,22 @@ class CheckpointAnalysis:
     @cached_property
     def trained(self) -> dict[int, list[SourceModule]]:
         """id of a class of this module -> the modules that train it (or a model it is part of); the
-        trained builds of each class are kept in `_builds`."""
+        trained builds of each class are kept in `_builds`, the devices the models train on in `_devices`."""
         source = self.source
         self._builds: dict[int, list[Built]] = {}
+        self._devices: dict[int, set[Device]] = {}
         own = {id(cls.node): cls for cls in source.classes}
-        todo: list[tuple[Built, list[SourceModule]]] = []
+        todo: list[tuple[Built, list[SourceModule], Device]] = []
         for module in self._candidates():
             todo.extend(_trained_in(module))
             names = _registry_names(module)
             if names != set():  # `create_model(args.model)`: what this module registers may be trained
-                todo.extend((built, [module]) for built in self._registered(names))
+                todo.extend((built, [module], Device.UNKNOWN) for built in self._registered(names))
         result: dict[int, list[SourceModule]] = {}
-        seen: set[tuple[int, int]] = set()
+        seen: set[tuple[int, int, Device]] = set()
         while todo:
-            built, trainers = todo.pop()
-            key = (id(built.cls.node), id(built.call))
+            built, trainers, device = todo.pop()
+            key = (id(built.cls.node), id(built.call), device)
             if key in seen or len(seen) > MAX_CLASSES:
                 continue
             seen.add(key)
@@ -328,7 +368,8 @@ class CheckpointAnalysis:
                 known = result.setdefault(id(built.cls.node), [])
                 known.extend(t for t in trainers if t not in known)
                 self._builds.setdefault(id(built.cls.node), []).append(built)
-            todo.extend((part, trainers) for part in _parts(built))
+                self._devices.setdefault(id(built.cls.node), set()).add(device)
+            todo.extend((part, trainers, device) for part in _parts(built))
         return result
 
     def _registered(self, names: set[str] | None) -> list[Built]:
@@ -385,8 +426,8 @@ class CheckpointAnalysis:
             if self.class_switch(stack.cls) is not None:
                 continue
             trainers = self.trainers_of(stack.cls)
-            if trainers is None:
-                continue
+            if trainers is None or self._devices.get(id(stack.cls.node)) == {Device.CPU}:
+                continue  # not trained; or trained only on the CPU, where activations are not what binds
             if self._sized_where_built(stack, trainers):
                 continue
             if self.evidence and any(self._in_class(node, stack.cls) for node, _ in self.evidence):
@@ -402,19 +443,29 @@ class CheckpointAnalysis:
         script): the author sized the model and its batch for their GPU, so memory is not what limits it. A
         depth from an option or a config file, or a menu of model factories in a library, is the user's to
         grow."""
-        parameter = stack.depth.parameter
+        depth = stack.depth
+        parameter = depth.parameter
         init = stack.cls.methods.get("__init__")
         builds = self._builds.get(id(stack.cls.node), [])
-        if parameter is None or init is None or not builds:
+        if not builds:
+            return False
+        if depth.constant is not None and depth.value is not None:
+            # `range(n_layers)` reading the script's own `n_layers = 6`, built and trained by that script
+            return depth.value < FIXED_DEPTH and all(built.call_home is self.source for built in builds)
+        if parameter is None or init is None:
             return False
         name, _, field = parameter.partition(".")
         for built in builds:
-            if built.call is None or built.call_home not in trainers:
+            if built.call is None or built.call_home not in trainers or built.call_scope is None:
                 return False
             argument = argument_for(built.call, init, name)
+            scope = built.call_scope
             if field and argument is not None:  # `GPT(GPTConfig(n_layer=12))`, or a name bound to it
-                argument = _keyword_of_construction(built.call_home, argument, built.call_scope, field)
-            if not isinstance(argument, cst.Integer) or int(argument.value, 0) >= FIXED_DEPTH:
+                argument, scope = _keyword_of_construction(built.call_home, argument, scope, field)
+            if argument is None:
+                return False
+            value = built.call_home.value(argument, scope)  # also a module constant: `n_layer=n_layer`
+            if not value.is_literal or type(value.literal) is not int or value.literal >= FIXED_DEPTH:
                 return False
         return True
 
@@ -423,15 +474,18 @@ class CheckpointAnalysis:
 
 
 def _keyword_of_construction(
-    home: SourceModule, value: cst.BaseExpression, scope: Scope | None, field: str
-) -> cst.BaseExpression | None:
-    """What `Config(n_layer=12, ...)` passes for `field`, also through a name bound once to that call."""
-    if isinstance(value, cst.Name) and scope is not None:
+    home: SourceModule, value: cst.BaseExpression, scope: Scope, field: str
+) -> tuple[cst.BaseExpression | None, Scope]:
+    """What `Config(n_layer=12, ...)` passes for `field`, also through a name bound once to that call, and
+    the scope it is read in."""
+    if isinstance(value, cst.Name):
         values = home.assigned_values(value, scope)
-        value = values[0].value if len(values) == 1 else value
+        if len(values) == 1:
+            value, scope = values[0].value, values[0].scope
     if not isinstance(value, cst.Call):
-        return None
-    return next((a.value for a in value.args if a.keyword is not None and a.keyword.value == field), None)
+        return None, scope
+    keyword = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == field), None)
+    return keyword, scope
 
 
 def _library_of(source: SourceModule, call: cst.Call, scope: Scope) -> str | None:
@@ -451,6 +505,39 @@ def _library_of(source: SourceModule, call: cst.Call, scope: Scope) -> str | Non
             if first.evaluated_value.lower().startswith(_TIMM_STACKS):
                 return "timm"
     return None
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` -> [a, b, c] (a test that holds only when each of them does)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
+
+
+_FALSE_TEXT = ("False", "None", "0")
+
+
+def _may_turn_on(module: SourceModule, name: str) -> bool:
+    """Something in `module` may set attribute `name` of an object to a value other than a false constant:
+    an assignment (`encoder.gradient_checkpointing = True`, `m.gradient_checkpointing = value` of any
+    object), a `setattr` naming it or a computed name, `__dict__.update`, or a model class declaring
+    `supports_gradient_checkpointing` (its library's switch sets the attribute on every submodule)."""
+    text = module.text
+    if "supports_gradient_checkpointing" in text or "__dict__.update" in text:
+        return True
+    if name in text:
+        pattern = re.compile(rf"\.{re.escape(name)}\s*(?::[^=\n]*)?(?:=(?!=)|\+=|\|=)\s*([^\n#;]*)")
+        if any(match.group(1).strip() not in _FALSE_TEXT for match in pattern.finditer(text)):
+            return True
+    if "setattr" in text:
+        for call in module.calls:
+            args = call.node.args
+            if dotted(call.node.func) != "setattr" or len(args) < 2:
+                continue
+            named = args[1].value
+            if not isinstance(named, cst.SimpleString) or named.evaluated_value == name:
+                return True
+    return False
 
 
 def _deep(stack: Stack, min_depth: int) -> bool:
@@ -593,14 +680,16 @@ def _build_calls(module: SourceModule, model) -> list[tuple[cst.Call, Scope]]:
     return found
 
 
-def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule]]]:
-    """The project classes whose instances `module` trains, each with the modules that train it."""
+def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule], Device]]:
+    """The project classes whose instances `module` trains, each with the modules that train it and the
+    device the model trains on."""
     found = []
     models = module.analysis(ModelAnalysis)
     for model in models.optimized:
+        device = models.device(model)
         for node, scope in _build_calls(module, model):
             for built in _classes_built(module, node, scope):
-                found.append((built, [module, *model.involved]))
+                found.append((built, [module, *model.involved], device))
     for call in module.calls:  # `Trainer(config, model, data)`: a project class whose methods train
         if not call.node.args:
             continue
@@ -615,7 +704,7 @@ def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule]]]:
             if not isinstance(arg.value, cst.Name):
                 continue
             for built in _classes_built(module, arg.value, call.scope):
-                found.append((built, [module, home]))
+                found.append((built, [module, home], Device.UNKNOWN))
     return found
 
 

@@ -7,14 +7,19 @@ A *stack* is an attribute (`self.blocks`, or `self.transformer.h` inside an `nn.
 - a comprehension or generator, `nn.ModuleList([Block(cfg) for _ in range(n)])`, `nn.Sequential(*(...))`;
 - an empty `nn.ModuleList()` (or a local list) filled by `.append(Block(...))` in a `for _ in range(n)` loop;
 - a clone helper of the project, `_get_clones(layer, n)` (a function that returns such a container);
-- nested in a container, `nn.ModuleDict(dict(h=nn.ModuleList(...)))` or `nn.ModuleDict({"h": ...})`.
+- nested in a container, `nn.ModuleDict(dict(h=nn.ModuleList(...)))` or `nn.ModuleDict({"h": ...})`;
+- handed to the constructor by a function of the module and stored (`self.layers = layers`):
+  `Encoder(d_model, nn.ModuleList(blocks))` after `blocks.append(EncoderBlock(...))` in a `for _ in range(N)`
+  loop of that function (the stack is that construction, counted by that function's loop).
 
 Blocks built from a per-index entry of a constructor parameter (`Stage(dims[i]) for i in range(4)`) are
 stages of different widths, not repeated blocks. Five named attributes (`self.res1 = ...`) are no stack.
 
 Its *depth* is the count of the `range(...)`: a literal, or configurable — a constructor parameter (with its
 default), a config field (`config.n_layer`, with a default found in a config class of the module or an
-argparse option), `self.depth`. Unknown depths stay unknown (a rule decides what that means).
+argparse option), `self.depth`, a module-level constant (`n_layers = 6`, kept as `Depth.constant`), or a count
+computed from these (`int(math.log(upscale, 2))`, `depth // 2`), evaluated from their defaults as Python does.
+Unknown depths stay unknown (a rule decides what that means).
 
 An *application* is where the forward pass runs the blocks one after another: `for blk in self.blocks:
 x = blk(x, mask)` (also through `enumerate`, `zip`, `self.blocks[i]` in a `range(len(self.blocks))` loop), or
@@ -25,7 +30,9 @@ helpers, `get_intermediate_layers` or `generate` are not reached from `forward` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import operator
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -34,10 +41,26 @@ from torchlint.facts.syntax.names import Scope, dotted
 from torchlint.facts.syntax.walk import statements
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import ClassRecord, FunctionRecord, LoopRecord
+    from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 3
+# What a computed count may be made of (`int(math.log(upscale, 2))`, `depth // 2`): evaluated as Python does.
+_OPERATIONS = {
+    "Add": operator.add,
+    "Subtract": operator.sub,
+    "Multiply": operator.mul,
+    "FloorDivide": operator.floordiv,
+    "Divide": operator.truediv,
+}
+_FUNCTIONS = {
+    "int": int,
+    "round": round,
+    "math.log": math.log,
+    "math.log2": math.log2,
+    "math.ceil": math.ceil,
+    "math.floor": math.floor,
+}
 _MODULE_LIST = "torch.nn.ModuleList"
 _SEQUENTIAL = "torch.nn.Sequential"
 _MODULE_DICT = "torch.nn.ModuleDict"
@@ -55,6 +78,8 @@ class Depth:
     # The constructor parameter that sets it (`num_layers` of `__init__`, or `config.n_layer` of its
     # `config`), where the callers that build the class say how deep each model is.
     parameter: str | None = None
+    # The module-level constant it is read from (`n_layers = 6` among a script's hyperparameters).
+    constant: str | None = None
 
 
 @dataclass(eq=False)
@@ -138,6 +163,12 @@ class StructureAnalysis:
                         stack = self._stack(cls, method, path, node, scope)
                         if stack is not None:
                             found.append(stack)
+                        elif (
+                            isinstance(node, cst.Name)
+                            and method.name == "__init__"
+                            and node.value in method.params
+                        ):
+                            found.extend(self._passed(cls, method, path, node.value))
         for stack in found:
             stack.applications = self._applications(stack)
         return found
@@ -174,6 +205,41 @@ class StructureAnalysis:
         if isinstance(value, cst.Name):  # `layers = []` then `layers.append(Block())` in a loop
             return self._appended(cls, method, path, node, container, value.value, scope)
         return None
+
+    def _passed(self, cls: ClassRecord, init: FunctionRecord, path: str, param: str) -> list[Stack]:
+        """`self.layers = layers` of a constructor parameter, where a function of this module builds the
+        class with a container of repeated blocks (`Encoder(d_model, nn.ModuleList(blocks))` after
+        `blocks.append(EncoderBlock(...))` in a `for _ in range(N)` loop): the stack is that container,
+        its depth what the building function's loop counts."""
+        from torchlint.facts.syntax.calls import argument_for
+
+        found = []
+        for call in self._constructions.get(id(cls.node), ()):
+            builder = self.source.function_of_scope(call.scope)
+            argument = argument_for(call.node, init, param)
+            if builder is None or argument is None:
+                continue
+            if isinstance(argument, cst.Name):  # `layers = nn.ModuleList(blocks)` then `Encoder(d, layers)`
+                values = self.source.assigned_values(argument, call.scope)
+                argument = values[0].value if len(values) == 1 else argument
+            stack = self._stack(cls, builder, path, argument, call.scope)
+            if stack is not None:
+                # The builder's parameter, not the class's: what callers of the class pass says nothing of it
+                found.append(replace(stack, depth=replace(stack.depth, parameter=None)))
+        return found
+
+    @cached_property
+    def _constructions(self) -> dict[int, list[CallRecord]]:
+        """id of a class of this module -> the calls of this module that build it."""
+        names = {cls.name for cls in self.source.classes}
+        found: dict[int, list[CallRecord]] = {}
+        for call in self.source.calls:
+            if not (isinstance(call.node.func, cst.Name) and call.node.func.value in names):
+                continue
+            cls = self.source.local_class(call.node.func, call.scope)
+            if cls is not None:
+                found.setdefault(id(cls.node), []).append(call)
+        return found
 
     def _repeated(
         self, value: cst.BaseExpression, scope: Scope, method: FunctionRecord
@@ -253,9 +319,20 @@ class StructureAnalysis:
                 parameter = expr.value if method.name == "__init__" else None
                 return Depth(default, f"parameter `{expr.value}`{shown}", True, parameter)
             values = source.assigned_values(expr, scope)
+            module_level = bool(values) and all(value.scope is source.module_scope for value in values)
             if len(values) == 1 and hops < MAX_DEPTH:
-                return self.depth_of(values[0].value, values[0].scope, method, hops + 1)
+                depth = self.depth_of(values[0].value, values[0].scope, method, hops + 1)
+                if module_level and depth.value is not None and not depth.configurable:
+                    return replace(depth, constant=expr.value)
+                return depth
+            value = source.value(expr, scope)  # every binding the same literal
+            if value.is_literal and type(value.literal) is int:
+                return Depth(value.literal, code, constant=expr.value if module_level else None)
             return Depth(None, f"`{code}`", True)
+        if isinstance(expr, cst.BinaryOperation) or (
+            isinstance(expr, cst.Call) and dotted(expr.func) != "getattr"
+        ):
+            return self._computed_depth(expr, scope, method, hops)
         if isinstance(expr, cst.Attribute):
             if source.is_self_attribute(expr, scope) and hops < MAX_DEPTH:
                 values = source.assigned_values(expr, scope)
@@ -283,6 +360,53 @@ class StructureAnalysis:
             shown = f", default {default}" if default is not None else ""
             return Depth(default, f"`{code}`{shown}", True)
         return Depth(None, f"`{code}`", True)
+
+    def _computed_depth(
+        self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord, hops: int
+    ) -> Depth:
+        """A count computed from literals and parameters (`int(math.log(upscale, 2))`, `depth // 2`),
+        evaluated from their defaults: configurable when a parameter or a config field enters it."""
+        code = self.source.code(expr)
+        value, configurable = self._number(expr, scope, method, hops)
+        if type(value) is not int:  # unknown (or not a count `range` takes)
+            return Depth(None, f"`{code}`", True)
+        shown = f", default {value}" if configurable else ""
+        return Depth(value, f"`{code}`{shown}", configurable)
+
+    def _number(
+        self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord, hops: int
+    ) -> tuple[int | float | None, bool]:
+        """The value of an arithmetic expression of counts, and whether it is configurable."""
+        if hops > MAX_DEPTH:
+            return None, True
+        if isinstance(expr, cst.Float):
+            return float(expr.value.replace("_", "")), False
+        if isinstance(expr, cst.BinaryOperation):
+            operation = _OPERATIONS.get(type(expr.operator).__name__)
+            left, left_configurable = self._number(expr.left, scope, method, hops + 1)
+            right, right_configurable = self._number(expr.right, scope, method, hops + 1)
+            configurable = left_configurable or right_configurable
+            if operation is None or left is None or right is None:
+                return None, configurable
+            try:
+                return operation(left, right), configurable
+            except (ArithmeticError, ValueError):
+                return None, configurable
+        if isinstance(expr, cst.Call):
+            function = _FUNCTIONS.get(self.source.qualname(expr.func, scope) or "")
+            args = [arg.value for arg in expr.args]
+            if function is None or not args or any(arg.keyword or arg.star for arg in expr.args):
+                return None, True
+            numbers = [self._number(arg, scope, method, hops + 1) for arg in args]
+            configurable = any(c for _, c in numbers)
+            if any(n is None for n, _ in numbers):
+                return None, configurable
+            try:
+                return function(*(n for n, _ in numbers)), configurable
+            except (ArithmeticError, ValueError, TypeError):
+                return None, configurable
+        depth = self.depth_of(expr, scope, method, hops + 1)
+        return depth.value, depth.configurable
 
     def _config_default(self, name: str) -> int | None:
         """A config field's default: `n_layer: int = 12` in a class of this module, or an argparse option."""
@@ -326,6 +450,10 @@ class StructureAnalysis:
             if receiver != f"{_self(method)}.{path}" and not self._empty_list(receiver, scope):
                 continue
             appended = appends[0].node.args[0].value
+            if isinstance(appended, cst.Name):  # `block = Block(...)` then `blocks.append(block)`
+                values = self.source.assigned_values(appended, loop.scope)
+                if len(values) == 1 and isinstance(values[0].value, cst.Call):
+                    appended = values[0].value
             stage = self._stage(appended, loop.scope, method)
             if stage is not None:
                 block, depth = stage
