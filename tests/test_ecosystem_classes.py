@@ -243,7 +243,7 @@ import torch
 from torch import nn
 
 device = torch.device("cuda")
-net = nn.LSTM(4, 4).to(device)
+net = nn.TransformerEncoderLayer(4, 2).to(device)
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 if True:
 {LOOP}"""

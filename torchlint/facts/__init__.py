@@ -370,10 +370,18 @@ class ModuleFacts:
         return self._models.double_backward
 
     def is_one_layer(self, model: Model) -> bool:
-        """The model is one built-in layer that runs as one kernel (`nn.Linear(20, 1)`, a convolution)."""
-        from torchlint.facts.torch.models import ONE_KERNEL_LAYERS
+        """The model is one built-in layer that runs as one kernel (`nn.Linear(20, 1)`, a convolution), also
+        behind a project module whose forward only reshapes around it."""
+        found = self._models.compositions(model)
+        return found is not None and all(composition.is_one_layer for composition in found)
 
-        return self._models.builtin_module(model.expr, model.scope) in ONE_KERNEL_LAYERS
+    def is_rnn_bound(self, model: Model) -> bool:
+        """The model's compute is an `nn.LSTM`/`GRU`/`RNN` with light layers around it, which Dynamo runs
+        eagerly (unless the code sets `torch._dynamo.config.allow_rnn`)."""
+        if any("allow_rnn" in module.text for module in model.involved):
+            return False
+        found = self._models.compositions(model)
+        return found is not None and all(composition.is_rnn_bound for composition in found)
 
     def builtin_module(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         """The `torch.nn` class of a built-in module `expr` holds (`Linear`, `Sequential`), else None."""

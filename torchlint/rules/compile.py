@@ -39,8 +39,8 @@ class ModelNotCompiled(Rule):
     # triple the cost of a run.
     needs_text = (
         "optim", "Optim", "Adam", "SGD", "Lion", "LAMB", "Lamb", "LBFGS", "RMSprop", "Rprop", "Adagrad",
-        "Adadelta", "Adafactor", "Muon", "Adan", "Prodigy", "TrainingArguments", "trl", "train(", "train_",
-        "Trainer", "fit(",
+        "Adadelta", "Adafactor", "Muon", "Adan", "Prodigy", "Sophia", "Shampoo", "Ranger", "NovoGrad", "LARS",
+        "Lars", "TrainingArguments", "trl", "train(", "train_", "Trainer", "fit(",
     )  # fmt: skip
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
@@ -51,6 +51,8 @@ class ModelNotCompiled(Rule):
                 continue
             if facts.is_one_layer(model):
                 continue  # one layer is one kernel: nothing for the compiler to fuse
+            if facts.is_rnn_bound(model):
+                continue  # Dynamo runs RNN modules eagerly: next to nothing would be compiled
             if facts.demo_length_training:
                 continue  # a run of a few steps ends before compiling would pay for itself
             if facts.makes_sparse_tensors:

@@ -25,6 +25,7 @@ decision (often behind a flag) is the author's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,10 +33,12 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.module import Assignment
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
+from torchlint.facts.torch.composition import Composition, CompositionAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
@@ -58,7 +61,7 @@ _OPTIMIZER_MODULES = (
 _OPTIMIZER_CLASSES = {
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "NAdam", "RAdam", "LBFGS",
     "SparseAdam", "ASGD", "Lion", "Adafactor", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit",
-    "Adam8bit", "PagedAdamW", "Muon", "ZeroRedundancyOptimizer", "Adan", "Prodigy", "SGDW",
+    "Adam8bit", "PagedAdamW", "Muon", "ZeroRedundancyOptimizer", "Adan", "Prodigy", "SGDW", "SAM",
 }  # fmt: skip
 _OPTIMIZER_FACTORIES = {
     "create_optimizer",
@@ -72,16 +75,15 @@ _OPTIMIZER_FACTORIES = {
 # Methods of a model that build an optimizer over its own parameters (nanoGPT, nanochat): the receiver
 # is trained.
 _MODEL_OPTIMIZER_METHODS = {"configure_optimizers", "setup_optimizer", "setup_optimizers"}
+# Optimizer families, found as a word of a third-party class's CamelCase name (`MuonAdamAtan2`, `SophiaG`).
+_OPTIMIZER_FAMILIES = (
+    "Adam", "AdamW", "SGD", "Lion", "Muon", "LAMB", "Lamb", "Adafactor", "Adan", "Prodigy", "RMSprop",
+    "Adagrad", "Sophia", "Shampoo", "Ranger", "NovoGrad", "LARS", "Lars",
+)  # fmt: skip
 # Every optimizer call names one of these (an import of torch.optim, a factory named *optimizer*, a class).
-_OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES)
+_OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES, *_OPTIMIZER_FAMILIES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 _PLACEMENTS = {"to", "cuda", "to_empty"}
-# Built-in layers that run as one kernel (or a fixed few): a model that is only one of them gives the compiler
-# nothing to fuse.
-ONE_KERNEL_LAYERS = {
-    "Linear", "Bilinear", "Embedding", "EmbeddingBag", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-    "ConvTranspose2d", "ConvTranspose3d", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-}  # fmt: skip
 _KERAS_COMPILE = {"optimizer", "loss", "metrics", "loss_weights", "run_eagerly", "jit_compile"}
 _GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
 _WRAPPERS = {
@@ -488,25 +490,83 @@ class ModelAnalysis:
             return None
         if self._is_self(expr, scope):
             return chain[-1] if chain else None
-        aliased = self._alias_of(expr, scope) if hops < 3 else None
+        aliased = self._alias_of(expr, scope, at_use=hops == 0) if hops < 3 else None
         return self._root_of(aliased, scope, hops + 1) if aliased is not None else expr
 
-    def _alias_of(self, name: cst.Name, scope: Scope) -> cst.Name | None:
-        """The other name `name` is only ever bound to (through `.module` and conditionals)."""
-        targets = set()
-        for assigned in self.source.assigned_values(name, scope):
+    def _alias_of(self, name: cst.Name, scope: Scope, at_use: bool = False) -> cst.Name | None:
+        """The other name `name` is only ever bound to (through `.module` and conditionals). Where it is
+        bound to different things, and `name` is a use in the text (`at_use`), the bindings that reach that
+        use decide: `raw_model = self.model.module ...` again after the optimizer was built (before saving)
+        does not make the name the optimizer was given ambiguous."""
+        assigned = self.source.assigned_values(name, scope)
+        found = self._single_alias(name, scope, assigned)
+        if found is None and at_use and len(assigned) > 1:
+            reaching = self._reaching(name, scope)
+            if reaching is not None and len(reaching) < len(assigned):
+                found = self._single_alias(name, scope, reaching)
+        return found
+
+    def _reaching(self, use: cst.Name, scope: Scope) -> list[Assignment] | None:
+        """The assignments of `use`'s name in its own function that may reach it: those before it, and those
+        after it inside a loop around it (they run before its next pass). Positions are asked only here, for
+        a name bound to different things (they cost a metadata pass over the module)."""
+        source = self.source
+        bindings = [
+            b for b in scope.lookup(use.value) if b.kind is BindingKind.ASSIGN and b.value is not None
+        ]
+        if any(b.scope is not scope or b.node is None for b in bindings):
+            return None
+        at = source.span(use)[0]
+        loops = [
+            span
+            for loop in source.loops
+            if loop.scope is scope
+            for span in [source.span(loop.node)]
+            if span[0] <= at < span[1]
+        ]
+        reaching = []
+        for binding in bindings:
+            start = source.span(binding.node)[0]  # type: ignore[arg-type]
+            if start < at or any(first <= start < last for first, last in loops):
+                reaching.append(Assignment(binding.value, binding.scope, binding.index))  # type: ignore[arg-type]
+        return reaching
+
+    def _single_alias(self, name: cst.Name, scope: Scope, assignments: list[Assignment]) -> cst.Name | None:
+        """The one other name `assignments` bind `name` to; also when some bind it to `self.model` and the
+        others to `model` where `model` is `self.model` (`model, config = self.model, self.config`)."""
+        names: set[str] = set()
+        attributes: set[str] = set()
+        for assigned in assignments:
             if assigned.index is not None or assigned.scope is not scope:
                 return None
             for branch in _branches(assigned.value):
-                base = branch
-                while isinstance(base, cst.Attribute) and base.attr.value == "module":
-                    base = base.value
-                if not isinstance(base, cst.Name) or base.value == name.value:
+                base = _unwrapped(branch)
+                if isinstance(base, cst.Name) and base.value != name.value:
+                    names.add(base.value)
+                elif self.source.is_self_attribute(base, scope):
+                    attributes.add(self.source.code(base))
+                else:
                     return None
-                targets.add(base.value)
-        if len(targets) != 1:
+        if len(names) != 1:
             return None
-        return cst.Name(targets.pop())
+        target = cst.Name(names.pop())
+        if attributes and {self._origin(target, scope)} != attributes:
+            return None
+        return target
+
+    def _origin(self, name: cst.Name, scope: Scope) -> str:
+        """The `self.x` a local name is only a second name for (`model, config = self.model, self.config`;
+        `model = self.model.module`), else the name itself."""
+        assigned = self.source.assigned_values(name, scope)
+        if len(assigned) != 1 or assigned[0].scope is not scope:
+            return name.value
+        value = assigned[0].value
+        if assigned[0].index is not None:
+            if not isinstance(value, (cst.Tuple, cst.List)) or assigned[0].index >= len(value.elements):
+                return name.value
+            value = value.elements[assigned[0].index].value
+        base = _unwrapped(value)
+        return self.source.code(base) if self.source.is_self_attribute(base, scope) else name.value
 
     def _names_a_model(self, root: cst.BaseExpression, scope: Scope) -> bool:
         """A factory's argument that is a model, not a config: named like one or built like one."""
@@ -623,12 +683,14 @@ class ModelAnalysis:
     def _is_prepare(self, func: cst.BaseExpression) -> bool:
         return isinstance(func, cst.Attribute) and func.attr.value in ("prepare", "setup", "setup_module")
 
-    def _is_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
+    def _is_model(self, model: Model, expr: cst.BaseExpression, scope: Scope, aliases: bool = False) -> bool:
+        """`expr` names the model itself (not a submodule of it); with `aliases`, also by a second name
+        (`raw_model = model.module if ddp else model`): what is pickled or copied under it is the model."""
         if isinstance(expr, (cst.Name, cst.Attribute)):
             root = self._root_of(expr, scope)
             return (
                 root is not None
-                and expr is root
+                and (expr is root or aliases and isinstance(expr, cst.Name))
                 and self._key(root, scope) == self._key(model.expr, model.scope)
             )
         return False
@@ -663,12 +725,12 @@ class ModelAnalysis:
                 self._event(model, "compile", call.node, call.node if alone else None, call.scope)
             return
         first = positional[0]
-        if qualname == "torch.save" and self._is_model(model, first, call.scope):
+        if qualname == "torch.save" and self._is_model(model, first, call.scope, aliases=True):
             self._event(model, "save-whole", call.node, None, call.scope)
             return
         name = qualname.rsplit(".", 1)[-1] if qualname else _last_name(func)
         ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
-        if ema and any(self._mentions_model(model, p, call.scope) for p in positional):
+        if ema and any(self._is_model(model, _unplaced(p), call.scope, aliases=True) for p in positional):
             self._event(model, "ema", call.node, None, call.scope)
             return
         if qualname in _WRAPPERS and alone and self._is_model(model, first, call.scope):
@@ -895,6 +957,31 @@ class ModelAnalysis:
             return kinds.pop() if len(kinds) == 1 else None
         return None
 
+    def compositions(self, model: Model) -> list[Composition] | None:
+        """What the model computes, once per way it may be built (`nn.LSTM(...)`, `Net()` of a project
+        class); None when one of them is unknown (a factory, a library model, a module handed in)."""
+        found: list[Composition] = []
+        if not self._compositions(model.expr, model.scope, found, 0) or not found:
+            return None
+        return found
+
+    def _compositions(self, expr: cst.BaseExpression, scope: Scope, found: list, depth: int) -> bool:
+        if depth > MAX_DEPTH:
+            return False
+        expr = _unplaced(expr)
+        if isinstance(expr, cst.Call):
+            composition = self.source.analysis(CompositionAnalysis).of_built(expr, scope)
+            if composition is not None:
+                found.append(composition)
+            return composition is not None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            values = self.source.assignments(expr, scope)
+            builds = [a for a in values or [] if not self._rebinds(expr, a.value)]
+            return bool(builds) and all(
+                self._compositions(a.value, a.scope, found, depth + 1) for a in builds
+            )
+        return False
+
     def wrap_against_in_place_compile(self, model: Model) -> str | None:
         """Why the wrapper the model goes into rules out compiling it in place first (None: nothing does):
         `nn.DataParallel` replicates the module and would run the compiled call bound to the original's
@@ -1014,6 +1101,13 @@ def _unplaced(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`model.module.module` -> `model`: the module a DataParallel/DDP wrapper holds is the same model."""
+    while isinstance(expr, cst.Attribute) and expr.attr.value == "module":
+        expr = expr.value
+    return expr
+
+
 def _last_name(func: cst.BaseExpression) -> str:
     """The called name: `AdamW` of `torch.optim.AdamW`, `smart_optimizer`; "" for other callees."""
     if isinstance(func, cst.Name):
@@ -1033,15 +1127,20 @@ def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _named_like_an_optimizer_class(name: str) -> bool:
-    """`AdamWScheduleFree`, `AdamWFp8`, `SGDScheduleFree`: a class named after the optimizer it extends (not a
-    config or arguments class for one: `AdamConfig`, `SGDArgs`)."""
-    return (
-        name[:1].isupper()
-        and any(
-            name.startswith(known) and name != known for known in ("AdamW", "Adam", "SGD", "Lion", "RMSprop")
-        )
-        and not name.endswith(("Config", "Args", "Arguments", "Params", "Options", "State"))
-    )
+    """`AdamWScheduleFree`, `SGDScheduleFree`, `MuonAdamAtan2`, `SophiaG`, `DistributedShampoo`: a class whose
+    name holds an optimizer family as a word of its own (not `Adamax...`, `Lambda...`, `LAMBDA`), and is not
+    a config, scheduler or state class for one (`AdamConfig`, `MuonScheduler`)."""
+    if not name[:1].isupper() or name.endswith(_NOT_OPTIMIZER_CLASS_WORDS):
+        return False
+    return bool(_OPTIMIZER_FAMILY_WORD.search(name))
+
+
+# Not followed by a lowercase letter (`Adamax`, `Lambda`) nor by two capitals (`LAMBDA`): the word ends there.
+_OPTIMIZER_FAMILY_WORD = re.compile(rf"(?:{'|'.join(_OPTIMIZER_FAMILIES)})(?![a-z])(?![A-Z]{{2}})")
+_NOT_OPTIMIZER_CLASS_WORDS = (
+    "Config", "Args", "Arguments", "Params", "Options", "State", "Scheduler", "Schedule", "Callback", "Hook",
+    "Test",
+)  # fmt: skip
 
 
 def _is_factory(name: str) -> bool:
