@@ -23,7 +23,7 @@ from torchlint.fix.model import Applicability, Fix
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
-    from torchlint.facts import ModuleFacts, TrainingStep
+    from torchlint.facts import ModuleFacts, ScalerPlan, TrainingStep
 
 _FRAMEWORK_NAMES = {"lightning": "Lightning", "accelerate": "accelerate", "transformers": "Hugging Face"}
 
@@ -173,21 +173,25 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
                 "`dtype=torch.bfloat16`"
             )
-            # a new `scaler` must not take a name bound elsewhere, a star import's included (N3)
-            clash = facts.name_clash("scaler", loop.scope)
-            if clash:
-                message += f" (no automatic fix: {clash})"
-            yield self.finding(facts, site.node, message, None if clash else self._fix(facts, loop))
+            # a new `scaler` must not take a name bound elsewhere, a star import's included (N3); `unscale_`
+            # may run once per step, and some steps have no one place for it (N2)
+            plan = facts.scaler_plan(loop)
+            why_not = facts.name_clash("scaler", loop.scope) or (plan.why_not if plan is not None else "")
+            if why_not:
+                message += f" (no automatic fix: {why_not})"
+            fix = None if why_not or plan is None else self._fix(facts, loop, plan)
+            yield self.finding(facts, site.node, message, fix)
 
-    def _fix(self, facts: ModuleFacts, loop) -> Fix | None:
-        """A scaler made once before the (outermost) loop; the backward, the step and each clip rewritten
-        where they are, so accumulation and `zero_grad` keep their places."""
-        plan = facts.scaler_plan(loop)
+    def _fix(self, facts: ModuleFacts, loop, plan: ScalerPlan) -> Fix | None:
+        """A scaler made once before the (outermost) loop; the backward and the step rewritten where they
+        are, so accumulation and `zero_grad` keep their places; one `unscale_` before the step's first clip
+        (at the place the facts chose: once per step, outside loops that run more than once per step)."""
         torch = build.name_module(facts.source, "torch", loop.scope)
-        if plan is None or torch is None or not facts.name_is_free("scaler", plan.scope):
+        if torch is None or not facts.name_is_free("scaler", plan.scope):
             return None
         name, imports = torch
         optimizer = facts.code(plan.optimizer)
+        unscale = f"scaler.unscale_({optimizer})"
         try:
             edits = [
                 build.statement_before(
@@ -197,8 +201,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 build.replace_statement(facts.source, plan.step, f"scaler.step({optimizer})"),
                 build.statement_after(facts.source, plan.step, "scaler.update()"),
                 *(
-                    build.statement_before(facts.source, clip, f"scaler.unscale_({optimizer})")
-                    for clip in plan.clips
+                    (build.statement_before(facts.source, plan.unscale_before, unscale),)
+                    if plan.unscale_before is not None
+                    else ()
                 ),
             ]
         except build.EditError:

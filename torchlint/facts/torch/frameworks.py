@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.calls import Argument, Signature, read_call
 from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.loaders import Loader
 from torchlint.facts.torch.vocabulary import Device
 
@@ -117,9 +118,11 @@ def _is_lightning_trainer(source: SourceModule, value: cst.BaseExpression, scope
 def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -> tuple[Device, str] | None:
     """The device a framework object created by `call` trains on, with the reason (None: not one)."""
     if callee.startswith("accelerate.") and callee.endswith("Accelerator"):
-        cpu = read_call(source, call, scope).get("cpu") is not None
+        cpu = read_call(source, call, scope).get("cpu")
         return (
-            Device.UNKNOWN if cpu else Device.CUDA_WHEN_AVAILABLE
+            Device.UNKNOWN
+            if cpu is not None and not off_unless_asked(source, cpu, scope)
+            else Device.CUDA_WHEN_AVAILABLE
         ), "`Accelerator()` (the GPU when there is one)"
     if callee.split(".")[0] in ("lightning", "pytorch_lightning", "lightning_fabric"):
         if callee.endswith("LightningCLI"):
@@ -129,6 +132,28 @@ def placement(source: SourceModule, call: cst.Call, callee: str, scope: Scope) -
         if callee.endswith(".Fabric"):  # the same `accelerator=` choice, "auto" by default
             return _lightning_trainer(source, call, scope), "Lightning `Fabric(...)`"
     return None
+
+
+def off_unless_asked(source: SourceModule, switch: Argument, scope: Scope) -> bool:
+    """A switch that is off as the script runs by default: `False` written out, or a parameter or argparse
+    option whose default is off (`def train(cpu=False)` run by `fire`, `--cpu` with `action="store_true"`):
+    options are judged by their defaults, as everywhere else."""
+    expr = switch.value.node
+    if switch.value.is_literal:
+        return not switch.value.literal
+    if isinstance(expr, cst.Name):
+        bindings = scope.lookup(expr.value)
+        return bool(bindings) and all(
+            b.kind is BindingKind.PARAM
+            and isinstance(b.node, cst.Param)
+            and b.node.default is not None
+            and is_false_constant(b.node.default)
+            for b in bindings
+        )
+    if isinstance(expr, cst.Attribute) and source.argparse_option(expr.attr.value) is not None:
+        default = source.argparse_default(expr.attr.value)
+        return default is None or is_false_constant(default)  # store_true: off unless given
+    return False
 
 
 def is_accelerator_device(source: SourceModule, expr: cst.Attribute) -> bool:

@@ -27,10 +27,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import Signature, read_call
-from torchlint.facts.syntax.names import dotted
+from torchlint.facts.syntax.calls import Argument, Signature, read_call
+from torchlint.facts.syntax.names import BindingKind, dotted
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, statements
+from torchlint.facts.torch.frameworks import off_unless_asked
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
@@ -96,7 +97,24 @@ _DTYPES = {
 # The words of a precision switch, as parts of identifiers (`args.amp`, `use_amp`, `amp_autocast`,
 # `loss_scaler`, `mixed_precision`, `--fp16`): any of them means the author decided about precision.
 _FLAG_WORD = re.compile(
-    r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|half|mixed|precision|scaler|apex)(_|$)|deepspeed|megatron",
+    r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|mixed|scaler|apex)(_|$)|deepspeed|megatron",
+    re.IGNORECASE,
+)
+# Words that name a precision switch only in some identifiers: `precision` is also a detection metric
+# (`precision.mean()`, `precision_curve`, `compute_ap(recall, precision)`), `half` also half of a size
+# (`args.half_res`). They count in a switch-shaped identifier (these words and `_SWITCH_PARTS` only:
+# `precision`, `half_precision`, `use_half`, `precision_mode`) that is an option or a setting: an attribute
+# (`args.precision`, `cfg.half`), a parameter or a name given a setting's value (`precision="bf16"`).
+_AMBIGUOUS_WORDS = frozenset({"precision", "half"})
+_SWITCH_PARTS = frozenset(
+    {"use", "is", "enable", "enabled", "disable", "no", "mode", "type", "dtype", "policy", "level", "backend"}
+    | {"full", "low", "model", "compute", "param", "default", "fp", "set", "get", "float32", "fp32", "tf32"}
+    | {"matmul", "weight", "weights", "cast"}  # `torch.set_float32_matmul_precision("high")` decides TF32
+)
+# What a precision setting's value looks like as a string: "bf16", "16-mixed", "32-true", "half", "64",
+# "high" (`set_float32_matmul_precision`).
+_SETTING_STRING = re.compile(
+    r"^(fp|bf)?(16|32|64)(-(mixed|true))?$|^(bf16|fp16|half|float|double|single|mixed|amp|high|medium)",
     re.IGNORECASE,
 )
 # Those of the words that also mean loss scaling is taken care of (`loss_scaler`, `use_apex`, `deepspeed`).
@@ -168,9 +186,12 @@ class ScalerPlan:
     loss: cst.BaseExpression  # the receiver of `.backward()`: becomes `scaler.scale(loss)`
     step: cst.Expr  # `optimizer.step()`: becomes `scaler.step(optimizer)` followed by `scaler.update()`
     optimizer: cst.BaseExpression
-    clips: tuple[cst.Expr, ...]  # clipping before the step: `scaler.unscale_(optimizer)` goes first
+    # Clipping before the step: the one `scaler.unscale_(optimizer)` of the step goes before this statement
+    # (None: no clip, or no place for it, and then `why_not` says why and the rewrite is not offered)
+    unscale_before: cst.CSTNode | None
     outer_loop: cst.CSTNode  # the scaler is made right before it
     scope: Scope
+    why_not: str = ""
 
 
 @dataclass(frozen=True)
@@ -454,17 +475,31 @@ class PrecisionAnalysis:
         scaler: Scaler,
     ) -> tuple[cst.CSTNode | None, str]:
         """The statement before which one `scaler.unscale_(optimizer)` serves every clip of the step, or why
-        there is none. It must run once per step (never inside a loop nested in the step: a loop over
-        `param_groups` gets it before the loop, one that also runs the backward pass gets none), only where
-        the step follows (in the step's block or a branch inside it, with no `continue`/`break`/`return`
-        on the way; `segment`: the calls since the scaler's previous step), after the backward pass, and not
-        where the step already unscales."""
-        source = self.source
+        there is none (`segment`: the calls since the scaler's previous step): not where the step already
+        unscales, else `_one_unscale_place`."""
         if any(c in segment for c in scaler.uses.get("unscale_", [])):
             return None, (
                 f"`{scaler.name}.unscale_` already runs later in this step, and may run only once per step: "
                 "move it before the first clip"
             )
+        scaler_calls = [use for uses in scaler.uses.values() for use in uses]
+        return self._one_unscale_place(step, calls, clips, scaler_calls, f"`{scaler.name}.step(...)`")
+
+    def _one_unscale_place(
+        self,
+        step: CallRecord,
+        calls: list[CallRecord],
+        clips: list[CallRecord],
+        scaler_calls: list[CallRecord],
+        step_text: str,
+    ) -> tuple[cst.CSTNode | None, str]:
+        """The statement before which one `unscale_` serves every clip of the step `step` (TL306's fix, and
+        TL302's, which adds the scaler), or why there is none. `unscale_` may run once per optimizer between
+        `update()`s, so it must run once per step (never inside a loop nested in the step: a loop over
+        `param_groups` gets it before the loop, one that also runs the backward pass gets none), only where
+        the step follows (in the step's block or a branch inside it, with no `continue`/`break`/`return` on
+        the way), and after the backward pass (`scaler_calls`: the scaler's own calls, its `scale` too)."""
+        source = self.source
         from torchlint.facts.torch.training import BACKWARD, TrainingAnalysis
 
         root: cst.CSTNode = source.module if step.function is None else step.function.node
@@ -474,14 +509,10 @@ class PrecisionAnalysis:
         paths = [_block_path(root, clip.node) for clip in clips]
         place = _shared_place(step_path, paths)
         if place is None:
-            return None, (
-                f"the clip runs where `{scaler.name}.step(...)` may not, and `unscale_` may run only once "
-                "per step"
-            )
+            return None, f"the clip runs where {step_text} may not, and `unscale_` may run only once per step"
         block, index, depth = place
         anchor = block.body[index]
         training = source.analysis(TrainingAnalysis)
-        scaler_calls = [use for uses in scaler.uses.values() for use in uses]
         if any(
             contains(anchor, call.node) and (call in scaler_calls or BACKWARD in training.call_events(call))
             for call in calls
@@ -494,7 +525,7 @@ class PrecisionAnalysis:
             return None, "no one place runs after the backward pass and before every clip of the step"
         if any(_may_leave(statement) for statement in _on_the_way(step_path, paths[0], depth, index)):
             return None, (
-                f"a `continue`, `break` or `return` before `{scaler.name}.step(...)` could skip the step "
+                f"a `continue`, `break` or `return` before {step_text} could skip the step "
                 "after `unscale_`, which may run only once per step"
             )
         return anchor, ""
@@ -521,7 +552,8 @@ class PrecisionAnalysis:
 
     def scaler_plan(self, loop: LoopRecord) -> ScalerPlan | None:
         """Where a GradScaler goes into `loop`: one backward and one optimizer step written in the loop (as
-        statements of their own), the clips before the step, and the outermost loop of the same function
+        statements of their own), the one place for `unscale_` when the step clips (`_one_unscale_place`:
+        once per step, before its first clip, as TL306's fix), and the outermost loop of the same function
         (the scaler is made once, before it). None when the loop's shape is not that simple."""
         from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, STEP, TrainingAnalysis
 
@@ -545,21 +577,24 @@ class PrecisionAnalysis:
         if step_statement is None:
             return None
         step_at = source.span(step.node)[0]
-        clips = []
-        for call in calls:
-            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS and source.span(call.node)[
-                0
-            ] < step_at:
-                statement = self._statement_of(call.node)
-                if statement is None:
-                    return None
-                clips.append(statement)
+        clips = [
+            call
+            for call in calls
+            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS
+            and source.span(call.node)[0] < step_at
+        ]
+        optimizer = step.node.func.value  # type: ignore[union-attr]
+        before, why_not = None, ""
+        if any(source.span(clip.node)[0] < source.span(backwards[0].node)[0] for clip in clips):
+            why_not = "a clip runs before the backward pass, where `unscale_` would find no gradients"
+        elif clips:
+            step_text = f"`{source.code(optimizer)}.step()`"
+            before, why_not = self._one_unscale_place(step, calls, clips, [], step_text)
         outer = loop
         while outer.parent is not None and outer.parent.function is loop.function:
             outer = outer.parent
         receiver = backwards[0].node.func.value  # type: ignore[union-attr]
-        optimizer = step.node.func.value  # type: ignore[union-attr]
-        return ScalerPlan(receiver, step_statement, optimizer, tuple(clips), outer.node, loop.scope)
+        return ScalerPlan(receiver, step_statement, optimizer, before, outer.node, loop.scope, why_not)
 
     def _statement_of(self, call: cst.Call) -> cst.Expr | None:
         """The expression statement that is `call` alone on its line (the models analysis knows them)."""
@@ -671,8 +706,8 @@ class PrecisionAnalysis:
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return ""
         qualname = source.qualname(func, call.scope) or ""
-        if qualname in SCALERS or qualname.startswith("torch."):
-            return ""
+        if qualname in SCALERS or qualname.startswith(("torch.", "sklearn.")):
+            return ""  # scikit-learn's `MinMaxScaler`, `StandardScaler`: data normalisation
         name = func.value if isinstance(func, cst.Name) else func.attr.value
         found = source.resolve_class(func, call.scope)
         if found is not None:
@@ -736,16 +771,81 @@ class PrecisionAnalysis:
 
     @cached_property
     def flags(self) -> list[tuple[cst.CSTNode, str]]:
-        """Names, attributes and parameters that read like a precision switch (`args.amp`, `use_amp`)."""
+        """Names, attributes and parameters that read like a precision switch (`args.amp`, `use_amp`,
+        `args.precision`); a name or parameter `precision` or `half` only when it holds a setting."""
         found: list[tuple[cst.CSTNode, str]] = []
         for ref in self.source.references:
-            if any(_FLAG_WORD.search(part) for part in (ref.name, *ref.attrs)):
+            parts = (ref.name, *ref.attrs)
+            if (
+                any(
+                    _FLAG_WORD.search(part) and not self._other_library(ref, i)
+                    for i, part in enumerate(parts)
+                )
+                or any(_switch_shaped(attr) for attr in ref.attrs)
+                or (_switch_shaped(ref.name) and self._holds_a_setting(ref))
+            ):
                 found.append((ref.expr, f"`{self.source.code(ref.expr)}`"))
         for function in self.source.functions:
-            for param in function.params:
-                if _FLAG_WORD.search(param):
-                    found.append((function.node.name, f"parameter `{param}` of `{function.name}`"))
+            params = function.node.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                name = param.name.value
+                if _FLAG_WORD.search(name) or (
+                    _switch_shaped(name) and param.default is not None and self._setting(param.default)
+                ):
+                    found.append((function.node.name, f"parameter `{name}` of `{function.name}`"))
         return found
+
+    def _other_library(self, ref: Reference, index: int) -> bool:
+        """The name made of the first `index + 1` parts of `ref` holds only objects of a library that
+        shares the words: a scikit-learn scaler (`scaler = MinMaxScaler()`, `self.scaler =
+        StandardScaler()`) normalises data, it neither scales a loss nor decides precision."""
+        node: cst.BaseExpression = ref.expr
+        for _ in range(len(ref.attrs) - index):
+            if not isinstance(node, cst.Attribute):
+                return False
+            node = node.value
+        values = self.source.assigned_values(node, ref.scope)
+        return bool(values) and all(
+            isinstance(v.value, cst.Call)
+            and (self.source.qualname(v.value.func, v.scope) or "").startswith("sklearn.")
+            for v in values
+        )
+
+    def _holds_a_setting(self, ref: Reference) -> bool:
+        """A name such as `precision` bound to a setting (a parameter defaulting to one, `precision =
+        "bf16"`), not to a computed value (`precision = tp / (tp + fp)`, a metric)."""
+        for binding in ref.bindings:
+            if binding.kind is BindingKind.PARAM and isinstance(binding.node, cst.Param):
+                if binding.node.default is not None and self._setting(binding.node.default):
+                    return True
+            elif binding.kind is BindingKind.ASSIGN and binding.value is not None:
+                if self._setting(binding.value):
+                    return True
+        return False
+
+    def _setting(self, value: cst.BaseExpression) -> bool:
+        """A value a precision switch takes: True/False/None, a precision string ("bf16", "16-mixed"), a
+        dtype, or a read of an option or a config entry named like a switch (`args.precision`,
+        `cfg["precision"]`)."""
+        ok, literal = literal_of(value)
+        if ok:
+            return (
+                literal is None
+                or isinstance(literal, bool)
+                or (isinstance(literal, (str, int)) and _SETTING_STRING.search(str(literal)) is not None)
+            )
+        if self.source.qualname(value, self.source.module_scope) in _DTYPES:
+            return True
+        for node in _nodes(value):
+            if isinstance(node, cst.Attribute) and (
+                _FLAG_WORD.search(node.attr.value) or _switch_shaped(node.attr.value)
+            ):
+                return True
+            if isinstance(node, cst.SimpleString):
+                ok, text = literal_of(node)
+                if ok and isinstance(text, str) and (_FLAG_WORD.search(text) or _switch_shaped(text)):
+                    return True
+        return False
 
     @cached_property
     def evidence(self) -> list[Evidence]:
@@ -789,14 +889,20 @@ class PrecisionAnalysis:
                     continue
                 found.append((call.node, func, framework, "precision", '"bf16-mixed"'))
             elif framework == "accelerate":
-                if arguments.get("cpu") is not None or "backward" not in methods:
+                if self._may_ask_for_cpu(arguments.get("cpu"), call.scope) or "backward" not in methods:
                     continue
                 found.append((call.node, func, framework, "mixed_precision", '"bf16"'))
             elif qualname.endswith("TrainingArguments") or qualname.startswith("trl."):
-                if arguments.get("use_cpu") is not None or arguments.get("no_cuda") is not None:
+                if any(self._may_ask_for_cpu(arguments.get(k), call.scope) for k in ("use_cpu", "no_cuda")):
                     continue
                 found.append((call.node, func, framework, "bf16", "True"))
         return found
+
+    def _may_ask_for_cpu(self, switch: Argument | None, scope: Scope) -> bool:
+        """A framework's CPU switch (`Accelerator(cpu=)`, `TrainingArguments(use_cpu=, no_cuda=)`) that may be
+        on as the script runs by default; one off unless asked (`cpu=False`, a parameter defaulting to
+        False run by fire, a store_true option) leaves the GPU in use, as device placement reads it."""
+        return switch is not None and not off_unless_asked(self.source, switch, scope)
 
     def _fits(self, trainer: cst.Call) -> bool:
         """A Lightning `Trainer(...)` that trains: `.fit(...)` is called on it (also chained), or on the
@@ -985,6 +1091,24 @@ class PrecisionAnalysis:
                     "`custom_bwd`), then autocast"
                 )
         return ""
+
+
+def _nodes(expr: cst.CSTNode):
+    """`expr` and every node inside it (one small expression: an assigned value, a default)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child_nodes(node))
+
+
+def _switch_shaped(identifier: str) -> bool:
+    """`precision`, `half`, `use_half`, `precision_mode`: made of an ambiguous precision word and the parts
+    of a switch's name only (not `precision_curve`, `half_res`)."""
+    parts = [part for part in identifier.lower().split("_") if part]
+    return any(part in _AMBIGUOUS_WORDS for part in parts) and all(
+        part in _AMBIGUOUS_WORDS or part in _SWITCH_PARTS for part in parts
+    )
 
 
 def _framework_of(qualname: str) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.names import dotted
-from torchlint.facts.syntax.walk import calls_in, contains
+from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, statements
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -24,6 +24,15 @@ if TYPE_CHECKING:
 
 _MODEL_WORD = re.compile(r"(^|_)(model|net|network|gpt|transformer)s?(_|$)", re.IGNORECASE)
 _OPTIMIZER_METHODS = {"step", "unscale_"}
+# nn.Module's own API: called on a model, none of these runs its forward pass.
+_MODULE_API = frozenset(
+    "train eval parameters named_parameters buffers named_buffers modules children named_modules "
+    "named_children state_dict load_state_dict to cuda cpu zero_grad requires_grad_ apply half float double "
+    "bfloat16 type share_memory get_parameter get_submodule get_buffer add_module register_module "
+    "register_buffer register_parameter register_forward_hook register_forward_pre_hook "
+    "register_full_backward_hook extra_repr save_pretrained resize_token_embeddings "
+    "gradient_checkpointing_enable compile".split()
+)
 # Builtins given a model that do not run it (`print(model)`, `isinstance(model, DDP)`).
 _NOT_A_FORWARD = {"print", "len", "isinstance", "hasattr", "getattr", "setattr", "id", "type", "repr", "str"}
 
@@ -49,12 +58,19 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
     reads like one: `model`, `self.net`) in the block of the backward pass when there is one there, written
     in the loop itself or in a function of this module the
     loop calls to run the step (`self._run_batch(x, y)`, `train_iter(model, ...)`); None when the forward is
-    elsewhere."""
+    elsewhere. Without a direct call of the model, the forward is a call whose result reaches the backward
+    pass: a method of the trained model (`model.encode(x)`), a call handed the model, a helper of this module
+    that calls it (`gap = self.loss_gap(batches)`)."""
     from torchlint.facts.torch.training import BACKWARD, MAX_DEPTH, TrainingAnalysis
 
     training = source.analysis(TrainingAnalysis)
+
+    def backward_in(calls: list[CallRecord]) -> CallRecord | None:
+        # the backward pass written here (at the depth limit the training analysis reads the call itself)
+        return next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
+
     calls = list(loop.all_calls())
-    found = _forward_in(source, calls, loop.node.body, models)
+    found = _forward_in(source, calls, loop.node.body, models, backward_in(calls))
     if found is None:
         for call in calls:
             target = source.callee(call)
@@ -63,19 +79,23 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
             function = target[1]
             if BACKWARD not in training.function_events(function):
                 continue  # an evaluation helper (`estimate_loss()`) calls the model too
-            found = _forward_in(source, function.calls, function.node.body, models)
+            found = _forward_in(
+                source, function.calls, function.node.body, models, backward_in(function.calls)
+            )
             if found is not None:
                 break
     if found is None:
         return None
     forwards, calls, body_node = found
-    # the backward pass written here (at the depth limit the training analysis reads the call itself only)
-    backward = next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
+    backward = backward_in(calls)
     forward = forwards[0]
     if backward is not None:
-        # The forward that feeds the backward sits in its block: in a reinforcement-learning step the first
-        # network call acts (`q_values = q_network(obs)`, then `argmax`), and the update comes later, under
-        # `if global_step > learning_starts:` with the backward.
+        # Prefer a forward whose result reaches the backward pass, and one in the block of the backward: in a
+        # reinforcement-learning step the first network call acts (`q_values = q_network(obs)`, then
+        # `argmax`), and the update comes later, under `if global_step > learning_starts:` with the backward.
+        reaching = [f for f in forwards if _reaches(body_node, f.node, backward.node)]
+        forwards = reaching or forwards
+        forward = forwards[0]
         home = _statement_in_block(body_node, backward.node)
         beside = [f for f in forwards if home is not None and _block_of(body_node, f.node) is home[0]]
         forward = beside[0] if beside else forward
@@ -87,15 +107,30 @@ def _block_of(body: cst.CSTNode, call: cst.Call) -> cst.BaseSuite | None:
     return found[0] if found is not None else None
 
 
-def _forward_in(source: SourceModule, calls, body: cst.CSTNode, models: set[str]):
-    """The model calls among `calls`, in source order; without one, the calls handed a trained model
-    whose result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`)."""
+def _forward_in(
+    source: SourceModule, calls, body: cst.CSTNode, models: set[str], backward: CallRecord | None
+):
+    """The model calls among `calls`, in source order; without one, the calls whose result reaches the
+    backward pass that run the model: methods of a trained model (`model.encode(x)`), calls handed one whose
+    result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`; with no backward here, any
+    such call), helpers of this module calling one (DomainBed's `gap = self.loss_gap(minibatches)`)."""
     calls = list(calls)
     forwards = [c for c in calls if _is_model_call(source, c, models)]
     if not forwards:
-        forwards = [
+        handed = [
             c for c in calls if _is_handed_the_model(source, c, models) and source.assignment_of(c.node)
         ]
+        if backward is None:
+            forwards = handed
+        else:
+            for kind in (
+                [c for c in calls if _is_model_method_call(source, c, models)],
+                handed,
+                [c for c in calls if _runs_the_model(source, c, models)],
+            ):
+                forwards = [c for c in kind if _reaches(body, c.node, backward.node)]
+                if forwards:
+                    break
     if not forwards:
         return None
     return sorted(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
@@ -180,6 +215,109 @@ def _is_model_call(source: SourceModule, call: CallRecord, models: set[str]) -> 
         return False  # an imported function
     last = code.split(".")[-1]
     return _MODEL_WORD.search(last) is not None and code.count(".") <= 1
+
+
+def _is_model_method_call(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
+    """`model.encode(x)`: a method of a trained model (by the names in `models`, or a name that reads like
+    one, not an imported module) given an input, other than nn.Module's own API (`model.train()`,
+    `model.parameters()`, `model.to(device)`), which runs part of its forward pass."""
+    func = call.node.func
+    if not isinstance(func, cst.Attribute) or not call.node.args or func.attr.value in _MODULE_API:
+        return False
+    receiver = dotted(func.value)
+    if receiver is None:
+        return False
+    if receiver in models:
+        return True
+    qualname = source.qualname(func, call.scope)
+    if qualname is not None and "." in qualname:
+        return False  # a function of an imported module (`model.build(cfg)` of a `model.py`)
+    last = receiver.split(".")[-1]
+    return _MODEL_WORD.search(last) is not None and receiver.count(".") <= 1
+
+
+def _runs_the_model(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
+    """A function of this module that calls a trained model itself (`self.loss_gap(minibatches)`)."""
+    target = source.callee(call)
+    if target is None or target[0] is not source:
+        return False
+    return any(_is_model_call(source, inner, models) for inner in target[1].calls)
+
+
+def _reaches(body: cst.CSTNode, call: cst.Call, backward: cst.Call) -> bool:
+    """The result of `call` flows into the backward pass within `body`: through the names assigned from it
+    (`out = model(x)`, then `loss = criterion(out, y)`), the containers it is added to (`losses.append(
+    out)`), or in the backward statement itself. Twice over the statements, for what a loop carries into its
+    next iteration; conditions are not followed (what an `if` tests does not flow into its branches)."""
+    held: set[str] = set()
+    for _ in range(2):
+        for statement, read in _small_statements(body):
+            if any(contains(part, call) for part in read) or _reads(read, held):
+                if any(contains(part, backward) for part in read):
+                    return True
+                held |= _written(statement)
+    return False
+
+
+def _small_statements(body: cst.CSTNode):
+    """The small statements below `body` in the order of the text (one-line suites included), and the
+    headers of `for` and `with` (which bind names from what they read), each with what it reads."""
+    for statement in statements(body):
+        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    yield small, (small.value,) if small.value is not None else ()
+                else:  # `total += out` reads `total` too; an expression statement reads all of it
+                    yield small, (small,)
+        elif isinstance(statement, cst.For):
+            yield statement, (statement.iter,)
+        elif isinstance(statement, cst.With):
+            yield statement, tuple(item.item for item in statement.items)
+
+
+def _reads(read: tuple[cst.CSTNode, ...], held: set[str]) -> bool:
+    return bool(held) and any(
+        isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) in held
+        for part in read
+        for node in _nodes(part)
+    )
+
+
+def _written(statement: cst.CSTNode) -> set[str]:
+    """The names a statement binds or fills (`losses.append(out)` fills `losses`)."""
+    targets: list[cst.BaseExpression] = []
+    if isinstance(statement, cst.Assign):
+        targets = [t.target for t in statement.targets]
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+        targets = [statement.target]
+    elif isinstance(statement, cst.For):
+        targets = [statement.target]
+    elif isinstance(statement, cst.With):
+        targets = [item.asname.name for item in statement.items if item.asname is not None]
+    elif isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        func = statement.value.func
+        if isinstance(func, cst.Attribute):
+            targets = [func.value]
+    found = set()
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets += [e.value for e in target.elements]
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
+        elif isinstance(target, cst.Subscript):
+            targets.append(target.value)
+        elif (name := dotted(target)) is not None:
+            found.add(name)
+    return found
+
+
+def _nodes(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(child_nodes(current))
 
 
 def _is_handed_the_model(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
