@@ -209,19 +209,44 @@ class ModuleFacts:
 
         return self.source.analysis(DeviceAnalysis).evidence
 
-    @property
+    @cached_property
     def is_test_module(self) -> bool:
-        """A test file (`test_*.py`, `*_test.py`, `conftest.py`, or in a `tests`/`test` folder)."""
+        """A test file (`test_*.py`, `*_test.py`, `conftest.py`, or in a `tests`/`test` folder). A file
+        named like a test that is a script and no test (a `__main__` guard or a loop among its own
+        statements; no test framework imported, no `test_*` function, no `Test*` class) is an experiment's
+        entry point: research repositories name training scripts for the task they test a model on
+        (`add_test.py`, `pmnist_test.py`)."""
         from pathlib import PurePath
 
         path = PurePath(self.path)
         name = path.name
-        return (
-            name.startswith("test_")
-            or name.endswith("_test.py")
-            or name == "conftest.py"
-            or any(part in ("tests", "test") for part in path.parts[:-1])
+        if name == "conftest.py" or any(part in ("tests", "test") for part in path.parts[:-1]):
+            return True
+        if not (name.startswith("test_") or name.endswith("_test.py")):
+            return False
+        if self._uses_a_test_framework:
+            return True
+        return not (self.has_main_guard or self._loops_at_module_level)
+
+    @property
+    def _loops_at_module_level(self) -> bool:
+        """A script that runs as it is read: a `for`/`while` among the module's own statements."""
+        return any(loop.function is None for loop in self.source.loops)
+
+    @property
+    def _uses_a_test_framework(self) -> bool:
+        frameworks = ("pytest", "unittest", "torch.testing", "hypothesis", "nose")
+        imported = (
+            binding.qualname or ""
+            for bindings in self.source.module_scope.bindings.values()
+            for binding in bindings
+            if binding.kind is BindingKind.IMPORT
         )
+        return (
+            any(q == f or q.startswith(f + ".") for q in imported for f in frameworks)
+            or any(function.node.name.value.startswith("test_") for function in self.source.functions)
+            or any(cls.name.startswith("Test") for cls in self.source.classes)
+        )  # a script's `def test(epoch)` is its evaluation, not a test case
 
     @cached_property
     def runs_on_xla(self) -> bool:
