@@ -171,8 +171,28 @@ for epoch in range(2):
 {STEP}"""
     )
     assert codes_and_lines(source, path="train.py")  # the same code as a script has findings
-    for path in ("tests/test_train.py", "test_train.py", "train_test.py", "tests/train_helpers.py"):
+    for path in ("tests/test_train.py", "tests/train_helpers.py", "test_utils/scripts/test_ops.py"):
         assert codes_and_lines(source, path=path) == [], path
+    # Named like a test, it is one when it holds a test (a script named so is a training script: TCN).
+    as_a_test = (
+        CUDA_HEAD
+        + """\
+
+
+def test_training_converges():
+    loader = DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = (model(x) - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    )
+    assert codes_and_lines(as_a_test, path="train.py")
+    for path in ("test_train.py", "train_test.py"):
+        assert codes_and_lines(source, path=path), path
+        assert codes_and_lines(as_a_test, path=path) == [], path
 
 
 def test_a_framework_handed_an_optimizer_is_not_a_model():

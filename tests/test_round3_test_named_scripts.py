@@ -50,7 +50,7 @@ import torch
 def main():
     model = torch.nn.Sequential(torch.nn.Conv1d(1, 64, 3), torch.nn.ReLU(), torch.nn.Conv1d(64, 1, 3)).cuda()
     optimizer = torch.optim.Adam(model.parameters())
-    for epoch in range(10):
+    for epoch in range(100):
         loss = model(torch.randn(8, 1, 100).cuda()).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
