@@ -62,18 +62,20 @@ _SIZED = {
     "view", "reshape", "expand", "narrow", "unflatten", "zeros", "ones", "empty", "full", "arange",
     "new_zeros", "new_ones", "new_empty", "new_full", "size",
 }  # fmt: skip
-# Pointwise work (and small reductions): fusable, but no work of consequence next to an RNN.
+# Pointwise work (and small reductions, an L2 normalisation written out: `e / (torch.norm(e, dim=1) + eps)`):
+# fusable, but no work of consequence next to an RNN.
 _POINTWISE = {
     "relu", "relu_", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "silu", "elu",
     "leaky_relu", "float", "half", "bfloat16", "double", "long", "abs", "exp", "log", "clamp", "sum", "mean",
-    "max", "min",
+    "max", "min", "norm", "vector_norm", "normalize", "sqrt", "rsqrt", "pow", "square",
 }  # fmt: skip
-_TORCH_NAMESPACES = {"torch", "torch.nn.functional", "torch.nn.utils.rnn", "torch.Tensor"}
+_TORCH_NAMESPACES = {"torch", "torch.nn.functional", "torch.nn.utils.rnn", "torch.Tensor", "torch.linalg"}
 _BUILTINS = {
     "len", "int", "float", "bool", "isinstance", "hasattr", "range", "tuple", "list", "zip", "enumerate",
 }  # fmt: skip
 # Methods of an RNN layer its owner calls around it.
 _LAYER_METHODS = {"flatten_parameters"}
+_PLACEMENTS = {"to", "cuda", "cpu"}
 _MODULE = "torch.nn.Module"
 _SEQUENTIAL = "torch.nn.Sequential"
 
@@ -149,6 +151,13 @@ class CompositionAnalysis:
         return home.analysis(CompositionAnalysis).of_class(cls, depth + 1)
 
     def _of_layer(self, value: cst.BaseExpression, scope: Scope, depth: int) -> Composition | None:
+        # `nn.LSTM(...).to(device)`: a layer placed where it is built is that layer
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _PLACEMENTS
+        ):
+            value = value.func.value
         return self.of_built(value, scope, depth) if isinstance(value, cst.Call) else None
 
     def of_class(self, cls: ClassRecord, depth: int = 0) -> Composition | None:

@@ -98,6 +98,8 @@ _WRAPPERS = {
 _COMPILERS = {"torch.compile", "torch._dynamo.optimize"}
 _COMPILE_KEYWORDS = {"compile", "torch_compile", "dynamo_backend", "compile_model", "use_compile"}
 _SEQUENTIAL = "torch.nn.Sequential"
+# Names of a loss module (`loss_fn`, `mel_loss_func`): not a model to compile.
+_LOSS_NAME_ENDINGS = ("loss_fn", "loss_func", "loss_function", "lossfn", "loss_module")
 
 
 @dataclass(frozen=True)
@@ -244,19 +246,42 @@ class ModelAnalysis:
                     model = self._add(found, root, scope, how, call.node)
                     if model is not None and home not in model.involved:
                         model.involved.append(home)
-        self._optimized_only = [m for m in found.values() if not m.is_parameter and not self._is_run(m)]
-        models = [model for model in found.values() if not model.is_parameter and self._is_run(model)]
+        losses = [model for model in found.values() if self._is_loss(model)]
+        self._optimized_only = [
+            m for m in found.values() if not m.is_parameter and (m in losses or not self._is_run(m))
+        ]
+        models = [
+            model
+            for model in found.values()
+            if not model.is_parameter and model not in losses and self._is_run(model)
+        ]
         if not models or not self.trains:  # asked last: most modules have no model to ask it for
             return []
         for model in models:
             self._collect_events(model)
         return models
 
+    def _is_loss(self, model: Model) -> bool:
+        """A loss module whose parameters join the model's in the optimizer (`list(model.parameters()) +
+        list(criterion.parameters())`, an adaptive softmax's tail vectors): named like a loss (`criterion`,
+        `loss_fn`) or built from a class named like one (`SplitCrossEntropyLoss(...)`, `SetCriterion(...)`).
+        It is not a model to compile: the model it scores is."""
+        name = model.text.rsplit(".", 1)[-1].lower()
+        if "criterion" in name or name.endswith(_LOSS_NAME_ENDINGS):
+            return True
+        values = self.source.assignments(model.expr, model.scope) or []
+        builds = [_unplaced(a.value) for a in values if not self._rebinds(model.expr, a.value)]
+        return bool(builds) and all(
+            isinstance(value, cst.Call) and _last_name(value.func).endswith(("Loss", "Criterion"))
+            for value in builds
+        )
+
     @cached_property
     def optimized(self) -> list[Model]:
         """`models`, and the names this module gives an optimizer the parameters of without running them
         itself: `model_without_ddp = model` (or `model.module`) next to the `model` that is run — the same
-        module under a second name. Asked by the checkpointing facts, which need the classes built."""
+        module under a second name — and loss modules whose parameters it trains (`criterion`). Asked by the
+        checkpointing facts, which need the classes built."""
         models = self.models
         extra = self._optimized_only
         if not extra or not self.trains:
