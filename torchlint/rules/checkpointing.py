@@ -129,6 +129,8 @@ class CheckpointingOpportunity(Rule):
         return "", Fix(title, Applicability.UNSAFE, tuple(edits), tuple(imports))
 
     def _application_edit(self, facts: ModuleFacts, application: Application):
+        if application.inline:
+            return "the block call does not stand on a line of its own", None, ()
         if application.statement is None or application.call is None:
             return "the blocks' results are not assigned back to their input (`x = blk(x, ...)`)", None, ()
         keywords = application.keywords

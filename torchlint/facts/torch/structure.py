@@ -5,7 +5,8 @@ A *stack* is an attribute (`self.blocks`, or `self.transformer.h` inside an `nn.
 `nn.ModuleList` or `nn.Sequential` of blocks of one class built repeatedly:
 
 - a comprehension or generator, `nn.ModuleList([Block(cfg) for _ in range(n)])`, `nn.Sequential(*(...))`;
-- an empty `nn.ModuleList()` (or a local list) filled by `.append(Block(...))` in a `for _ in range(n)` loop;
+- an empty `nn.ModuleList()` (or a local list) filled by `.append(Block(...))` (or `copy.deepcopy` of a block)
+  in a `for _ in range(n)` loop;
 - a clone helper of the project, `_get_clones(layer, n)` (a function that returns such a container);
 - nested in a container, `nn.ModuleDict(dict(h=nn.ModuleList(...)))` or `nn.ModuleDict({"h": ...})`;
 - handed to the constructor by a function of the module and stored (`self.layers = layers`):
@@ -13,7 +14,8 @@ A *stack* is an attribute (`self.blocks`, or `self.transformer.h` inside an `nn.
   loop of that function (the stack is that construction, counted by that function's loop).
 
 Blocks built from a per-index entry of a constructor parameter (`Stage(dims[i]) for i in range(4)`) are
-stages of different widths, not repeated blocks. Five named attributes (`self.res1 = ...`) are no stack.
+stages of different widths, not repeated blocks. Five named attributes (`self.res1 = ...`) are no stack, nor
+are built-in layers or project classes that wrap one (they save only their input, as checkpointing does).
 
 Its *depth* is the count of the `range(...)`: a literal, or configurable — a constructor parameter (with its
 default), a config field (`config.n_layer`, with a default found in a config class of the module or an
@@ -22,7 +24,8 @@ computed from these (`int(math.log(upscale, 2))`, `depth // 2`), evaluated from 
 Unknown depths stay unknown (a rule decides what that means).
 
 An *application* is where the forward pass runs the blocks one after another: `for blk in self.blocks:
-x = blk(x, mask)` (also through `enumerate`, `zip`, `self.blocks[i]` in a `range(len(self.blocks))` loop), or
+x = blk(x, mask)` (also through `enumerate`, `zip`, `self.blocks[i]` in a `range(len(self.blocks))` loop, and
+with the body on the `for` line), or
 an `nn.Sequential` called whole (`x = self.blocks(x)`), in `forward` or in a method that `forward` calls
 (`forward_features`, `forward_encoder`). Loops in `__init__`, weight initialisation, KV-cache set-up, `crop`
 helpers, `get_intermediate_layers` or `generate` are not reached from `forward` and are not applications.
@@ -61,6 +64,11 @@ _FUNCTIONS = {
     "math.ceil": math.ceil,
     "math.floor": math.floor,
 }
+# Builtins a thin wrapper around one layer may call (no module built, no work hidden).
+_PLAIN_BUILTINS = {
+    "super", "int", "float", "bool", "len", "range", "hasattr", "getattr", "isinstance", "tuple", "list",
+    "min", "max", "abs",
+}  # fmt: skip
 _MODULE_LIST = "torch.nn.ModuleList"
 _SEQUENTIAL = "torch.nn.Sequential"
 _MODULE_DICT = "torch.nn.ModuleDict"
@@ -94,6 +102,7 @@ class Application:
     block: str = ""  # how the loop names one block (`blk`, `self.blocks[i]`)
     whole: bool = False  # the Sequential is called whole
     stages: bool = False  # each block is itself an `nn.Sequential` (a stage): checkpoint_sequential it
+    inline: bool = False  # the loop's body sits on its `for` line (`for f in self.layers: x = f(x)`)
 
     @property
     def owner(self) -> str:
@@ -276,6 +285,8 @@ class StructureAnalysis:
             return (
                 None  # `nn.Linear` / `nn.Conv2d`: a layer saves only its input, which checkpointing saves too
             )
+        if self._one_layer(element, scope):
+            return None  # a project class that wraps one such layer saves no more
         index = target.value if isinstance(target, cst.Name) else None
         params = set(method.params)
         for arg in element.args:
@@ -287,6 +298,17 @@ class StructureAnalysis:
                 if uses_index and base is not None and base.split(".")[0] in params:
                     return None  # `Stage(dims[i]) for i in range(4)`: stages of different widths
         return name
+
+    def _one_layer(self, element: cst.Call, scope: Scope) -> bool:
+        """A project class whose forward applies one built-in layer that runs as one kernel (a 1x1
+        convolution, reshapes around it): like a bare `nn.Conv1d`, it saves only its input."""
+        from torchlint.facts.torch.composition import CompositionAnalysis
+
+        composition = self.source.analysis(CompositionAnalysis).of_built(element, scope)
+        if composition is not None and composition.is_one_layer:
+            return True
+        found = self.source.resolve_class(element.func, scope)
+        return found is not None and _owns_one_layer(*found)
 
     def _range_depth(self, expr: cst.BaseExpression, scope: Scope, method: FunctionRecord) -> Depth | None:
         """The count of `range(n)` / `range(1, n)`."""
@@ -450,6 +472,10 @@ class StructureAnalysis:
             if receiver != f"{_self(method)}.{path}" and not self._empty_list(receiver, scope):
                 continue
             appended = appends[0].node.args[0].value
+            if isinstance(appended, cst.Call) and self.source.qualname(appended.func, loop.scope) == (
+                "copy.deepcopy"
+            ):  # `self.layers.append(copy.deepcopy(layer))`: a copy of one block per pass, as a new one is
+                appended = appended.args[0].value if len(appended.args) == 1 else appended
             if isinstance(appended, cst.Name):  # `block = Block(...)` then `blocks.append(block)`
                 values = self.source.assigned_values(appended, loop.scope)
                 if len(values) == 1 and isinstance(values[0].value, cst.Call):
@@ -591,11 +617,13 @@ class StructureAnalysis:
                 None  # `y += expert(x)`, `outs.append(head(x))`: blocks side by side, not one after another
             )
         statement = self._carried_statement_in(node.body, call) if len(calls) == 1 else None
-        return Application(loop.function, node, f"a loop in {reached}", call, statement, block)  # type: ignore[arg-type]
+        inline = isinstance(node.body, cst.SimpleStatementSuite)
+        return Application(loop.function, node, f"a loop in {reached}", call, statement, block, inline=inline)  # type: ignore[arg-type]
 
     def _carries(self, body: cst.CSTNode, call: cst.Call) -> bool:
         """The block's result becomes its next input: an assignment in the loop binds the name that the
-        call's first argument reads (`x = blk(x)`, `x, attn = blk(x)`, `x = x + blk(norm(x))`)."""
+        call's first argument reads (`x = blk(x)`, `x, attn = blk(x)`, `x = x + blk(norm(x))`), also in a
+        body written on the loop's own line (`for f in self.layers: x = f(x)`)."""
         from torchlint.facts.syntax.walk import contains
 
         first = next((a.value for a in call.args if a.keyword is None and not a.star), None)
@@ -603,7 +631,7 @@ class StructureAnalysis:
             return False
         read = {n.value for n in _names_in(first)}
         for statement in statements(body):
-            if not isinstance(statement, cst.SimpleStatementLine):
+            if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
                 continue
             for small in statement.body:
                 if isinstance(small, cst.Assign) and contains(small.value, call):
@@ -631,6 +659,36 @@ class StructureAnalysis:
                 ):
                     return statement
         return None
+
+
+def _owns_one_layer(home: SourceModule, cls: ClassRecord) -> bool:
+    """A direct `nn.Module` subclass whose methods build one module, a built-in layer that runs as one kernel
+    (`self.conv = nn.Conv1d(c, c, 1)`), and whose constructor calls nothing else that could build one (only
+    tensor functions and methods: `torch.qr(...)`, `W.view(...)`): all it learns is that layer, and the rest
+    of its forward is math on the layer's weight or light work on its input (an invertible 1x1 convolution
+    and the log-determinant of its weight)."""
+    from torchlint.facts.torch.composition import ONE_KERNEL_LAYERS
+
+    if not cls.node.bases or any(
+        base.keyword is not None or home.qualname(base.value, cls.scope) != "torch.nn.Module"
+        for base in cls.node.bases
+    ):
+        return False
+    built = []
+    for method in cls.methods.values():
+        for call in method.calls:
+            qualname = home.qualname(call.node.func, call.scope)
+            if qualname is None:
+                if isinstance(call.node.func, cst.Attribute):
+                    continue  # a method of a value (`W.view(...)`, `self.conv(z)`)
+                return False
+            if qualname.startswith("torch.nn.") and qualname.rsplit(".", 1)[1][:1].isupper():
+                built.append(qualname.rsplit(".", 1)[1])
+            elif home.resolve_class(call.node.func, call.scope) is not None:
+                return False  # a project module
+            elif not (qualname.startswith("torch.") or qualname in _PLAIN_BUILTINS):
+                return False  # a call that might build a module or do work unseen (a factory, a library)
+    return len(built) == 1 and built[0] in ONE_KERNEL_LAYERS
 
 
 def _iterated_block(node: cst.For, name: str, source: SourceModule, scope: Scope) -> str | None:
