@@ -254,7 +254,7 @@ def test_a_test_script_that_checks_gradient_sync_with_accelerate_is_not_flagged(
         accelerator.backward(model(**batch).loss)
         optimizer.step()
     """
-    assert findings(source, path="scripts/test_sync.py") == []
+    assert findings(source, path="test_utils/scripts/test_sync.py") == []
     assert findings(source, path="scripts/sync.py") == [("TL301", 3)]
 
 

@@ -129,6 +129,9 @@ __all__ = [
 ]
 
 
+_TEST_FOLDERS = frozenset({"tests", "test", "testing", "test_utils"})
+
+
 class ModuleFacts:
     """What torchlint knows about one module, answered from its `SourceModule` and the analyses on it."""
 
@@ -212,18 +215,16 @@ class ModuleFacts:
     @cached_property
     def is_test_module(self) -> bool:
         """A test file (`test_*.py`, `*_test.py`, `conftest.py`, or in a `tests`, `test`, `testing` or
-        `test_*` folder such as accelerate's `test_utils/`). A file named like a test that is a script and
-        no test (a `__main__` guard or a loop among its own statements; no test framework imported, no
-        `test_*` function, no `Test*` class) is an experiment's entry point: research repositories name
-        training scripts for the task they test a model on (`add_test.py`, `pmnist_test.py`)."""
+        `test_utils` folder, as accelerate's scripts its test suite runs). A file named like a test that is
+        a script and no test (a `__main__` guard or a loop among its own statements; no test framework
+        imported, no `test_*` function, no `Test*` class) is an experiment's entry point: research
+        repositories name training scripts for the task they test a model on (`add_test.py`)."""
         from pathlib import PurePath
 
         path = PurePath(self.path)
         name = path.name
         folders = path.parts[:-1]
-        if name == "conftest.py" or any(
-            part in ("tests", "test", "testing") or part.startswith("test_") for part in folders
-        ):
+        if name == "conftest.py" or any(part in _TEST_FOLDERS for part in folders):
             return True
         if not (name.startswith("test_") or name.endswith("_test.py")):
             return False
