@@ -40,6 +40,8 @@ from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
 
 Analysis = TypeVar("Analysis")
+# nn.Module's methods that return the module itself (`Trainer(model).cuda()` is still the Trainer)
+_RETURNS_THE_MODULE = frozenset({"cuda", "to", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
 
 
 class ProjectIndex(Protocol):
@@ -350,11 +352,39 @@ class SourceModule:
             if owner is not None and func.value.value == owner[1]:
                 method = owner[0].methods.get(func.attr.value)
                 return (self, method) if method is not None else None
+            found = self._method_of_instance(func.value, func.attr.value, scope)
+            if found is not None:
+                return found
         if self.project is not None and self.file is not None:
             qualname = self.qualname(func, scope)
             if qualname is not None and not qualname.startswith(("torch.", "builtins")) and "." in qualname:
                 return self.project.resolve_function(self.file, qualname)
         return None
+
+    def _method_of_instance(
+        self, name: cst.Name, method: str, scope: Scope
+    ) -> tuple[SourceModule, FunctionRecord] | None:
+        """`trainer.train_step(x)` with `trainer = Trainer(model)` (or `Trainer(model).cuda()`) the name's
+        only binding: the method of that project class (here or imported), followed as a plain call would
+        be. A method the class inherits is not looked for: the class named is the one whose code is known."""
+        bindings = scope.lookup(name.value)
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGN or bindings[0].index is not None:
+            return None
+        value = bindings[0].value
+        # `Trainer(model).cuda()`, `.to(device)`: nn.Module's methods that hand back the module itself
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _RETURNS_THE_MODULE
+            and isinstance(value.func.value, cst.Call)
+        ):
+            value = value.func.value
+        if not isinstance(value, cst.Call):
+            return None
+        found = self.resolve_class(value.func, bindings[0].scope)
+        if found is None or method not in found[1].methods:
+            return None
+        return found[0], found[1].methods[method]
 
     def callee(self, call: CallRecord) -> tuple[SourceModule, FunctionRecord] | None:
         key = id(call.node)

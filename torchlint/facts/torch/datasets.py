@@ -384,6 +384,12 @@ def _only_indexes_itself(getitem: FunctionRecord) -> bool:
             held.add(target.value)
         elif isinstance(target, cst.Name) and _position(small.value, offsets):
             offsets.add(target.value)
+        elif (  # `traj_idx, i = self.get_idx[i]`: positions looked up in a held index table
+            isinstance(target, (cst.Tuple, cst.List))
+            and all(isinstance(e.value, cst.Name) for e in target.elements)
+            and _held_item(small.value, offsets)
+        ):
+            offsets |= {e.value.value for e in target.elements}  # type: ignore[attr-defined]
         elif not (
             isinstance(target, cst.Subscript)
             and isinstance(target.value, cst.Name)
@@ -421,12 +427,20 @@ def _held_item(expr: cst.BaseExpression, offsets: set[str], held: set[str] | Non
         expr = expr.func.value
     if not isinstance(expr, cst.Subscript) or not expr.slice:
         return False
+    # `self.trajectories["states"][traj_idx][i]`: a held table indexed level by level
+    while isinstance(expr.value, cst.Subscript) and _by_positions(expr, offsets):
+        expr = expr.value
     if not _self_attribute(expr.value):
         return False
+    return _by_positions(expr, offsets)
+
+
+def _by_positions(expr: cst.Subscript, offsets: set[str]) -> bool:
+    """Every index of `expr` is a position, a slice of positions, or a string key (`["states"]`)."""
     for element in expr.slice:
         part = element.slice
         if isinstance(part, cst.Index):
-            if not _position(part.value, offsets):
+            if not (_position(part.value, offsets) or isinstance(part.value, cst.SimpleString)):
                 return False
         elif isinstance(part, cst.Slice):
             bounds = (part.lower, part.upper, part.step)

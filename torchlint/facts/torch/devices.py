@@ -184,9 +184,12 @@ class DeviceAnalysis:
         return best
 
     def _is_module(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`expr` is (an attribute of) an imported name and nothing else: a name also assigned (`import
+        model`, then `model = model.RNNModel(...)`, `model.cuda()`) may be the model by then."""
         root = expr
         while isinstance(root, cst.Attribute):
             root = root.value
-        return isinstance(root, cst.Name) and any(
-            b.kind is BindingKind.IMPORT for b in scope.lookup(root.value)
-        )
+        if not isinstance(root, cst.Name):
+            return False
+        bindings = scope.lookup(root.value)
+        return bool(bindings) and all(b.kind is BindingKind.IMPORT for b in bindings)

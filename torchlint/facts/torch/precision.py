@@ -97,9 +97,12 @@ _DTYPES = {
 # The words of a precision switch, as parts of identifiers (`args.amp`, `use_amp`, `amp_autocast`,
 # `loss_scaler`, `mixed_precision`, `--fp16`): any of them means the author decided about precision.
 _FLAG_WORD = re.compile(
-    r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|mixed|scaler|apex)(_|$)|deepspeed|megatron",
+    r"(^|_)(amp|autocast|fp16|bf16|float16|bfloat16|scaler|apex)(_|$)|deepspeed|megatron",
     re.IGNORECASE,
 )
+# `mixed` names mixed data as often (mixup's `mixed_x`, attention's `mixed_query_layer`): it counts in
+# `mixed_precision` (any identifier with `precision`) and in a switch-shaped one (`mixed`, `use_mixed`).
+_MIXED = re.compile(r"(^|_)mixed(_|$)", re.IGNORECASE)
 # Words that name a precision switch only in some identifiers: `precision` is also a detection metric
 # (`precision.mean()`, `precision_curve`, `compute_ap(recall, precision)`), `half` also half of a size
 # (`args.half_res`). They count in a switch-shaped identifier (these words and `_SWITCH_PARTS` only:
@@ -777,10 +780,7 @@ class PrecisionAnalysis:
         for ref in self.source.references:
             parts = (ref.name, *ref.attrs)
             if (
-                any(
-                    _FLAG_WORD.search(part) and not self._other_library(ref, i)
-                    for i, part in enumerate(parts)
-                )
+                any(_flag_word(part) and not self._other_library(ref, i) for i, part in enumerate(parts))
                 or any(_switch_shaped(attr) for attr in ref.attrs)
                 or (_switch_shaped(ref.name) and self._holds_a_setting(ref))
             ):
@@ -789,7 +789,7 @@ class PrecisionAnalysis:
             params = function.node.params
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
                 name = param.name.value
-                if _FLAG_WORD.search(name) or (
+                if _flag_word(name) or (
                     _switch_shaped(name) and param.default is not None and self._setting(param.default)
                 ):
                     found.append((function.node.name, f"parameter `{name}` of `{function.name}`"))
@@ -838,12 +838,12 @@ class PrecisionAnalysis:
             return True
         for node in _nodes(value):
             if isinstance(node, cst.Attribute) and (
-                _FLAG_WORD.search(node.attr.value) or _switch_shaped(node.attr.value)
+                _flag_word(node.attr.value) or _switch_shaped(node.attr.value)
             ):
                 return True
             if isinstance(node, cst.SimpleString):
                 ok, text = literal_of(node)
-                if ok and isinstance(text, str) and (_FLAG_WORD.search(text) or _switch_shaped(text)):
+                if ok and isinstance(text, str) and (_flag_word(text) or _switch_shaped(text)):
                     return True
         return False
 
@@ -1100,6 +1100,18 @@ def _nodes(expr: cst.CSTNode):
         node = stack.pop()
         yield node
         stack.extend(child_nodes(node))
+
+
+def _flag_word(identifier: str) -> bool:
+    """`identifier` holds a word of a precision switch (`args.amp`, `loss_scaler`, `mixed_precision`)."""
+    if _FLAG_WORD.search(identifier):
+        return True
+    if not _MIXED.search(identifier):
+        return False
+    parts = [part for part in identifier.lower().split("_") if part]
+    return "precision" in parts or all(
+        part == "mixed" or part in _AMBIGUOUS_WORDS or part in _SWITCH_PARTS for part in parts
+    )
 
 
 def _switch_shaped(identifier: str) -> bool:

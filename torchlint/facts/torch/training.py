@@ -3,7 +3,8 @@
 A training loop is the innermost loop whose iterations run a backward pass (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`) and an optimizer
 step (`opt.step()`, `scaler.step(opt)`), directly or through functions it calls — local ones, methods on
-`self`, or functions imported from another module of the project. A loop around a training loop (or around a
+`self`, functions imported from another module of the project, or methods of a project class's instance
+(`trainer.train_step(x)` with `trainer = Trainer(model).cuda()`). A loop around a training loop (or around a
 call to a function that contains one) is an epoch loop: the loader is then iterated once per epoch.
 
 What a loop iterates is followed back to its source: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)` with
