@@ -98,6 +98,16 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every node inside it, through the fields that hold nodes (for one small expression or
+    statement: a whole module is walked once, by collect.py)."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(child_nodes(current))
+
+
 def contains(node: cst.CSTNode, target: cst.CSTNode) -> bool:
     """`target` (an expression, a statement or a clause) is `node` or inside it. Through the fields that
     hold nodes, which reach every expression and statement (tests/test_facts_walk.py checks it): asked

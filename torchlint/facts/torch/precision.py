@@ -30,7 +30,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Argument, Signature, read_call
 from torchlint.facts.syntax.names import BindingKind, dotted
 from torchlint.facts.syntax.values import literal_of
-from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, statements
+from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, descendants, statements
 from torchlint.facts.torch.frameworks import off_unless_asked
 from torchlint.facts.torch.vocabulary import Device
 
@@ -836,7 +836,7 @@ class PrecisionAnalysis:
             )
         if self.source.qualname(value, self.source.module_scope) in _DTYPES:
             return True
-        for node in _nodes(value):
+        for node in descendants(value):
             if isinstance(node, cst.Attribute) and (
                 _flag_word(node.attr.value) or _switch_shaped(node.attr.value)
             ):
@@ -1091,15 +1091,6 @@ class PrecisionAnalysis:
                     "`custom_bwd`), then autocast"
                 )
         return ""
-
-
-def _nodes(expr: cst.CSTNode):
-    """`expr` and every node inside it (one small expression: an assigned value, a default)."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(child_nodes(node))
 
 
 def _flag_word(identifier: str) -> bool:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.names import dotted
-from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, statements
+from torchlint.facts.syntax.walk import calls_in, contains, descendants, statements
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -279,7 +279,7 @@ def _reads(read: tuple[cst.CSTNode, ...], held: set[str]) -> bool:
     return bool(held) and any(
         isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) in held
         for part in read
-        for node in _nodes(part)
+        for node in descendants(part)
     )
 
 
@@ -310,14 +310,6 @@ def _written(statement: cst.CSTNode) -> set[str]:
         elif (name := dotted(target)) is not None:
             found.add(name)
     return found
-
-
-def _nodes(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(child_nodes(current))
 
 
 def _is_handed_the_model(source: SourceModule, call: CallRecord, models: set[str]) -> bool:
