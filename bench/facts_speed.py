@@ -14,6 +14,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint.facts import ModuleFacts, SourceModule
+from torchlint.rules.data_loading.datasets import DatasetAnalysis
 
 
 def sources() -> list[tuple[str, str]]:
@@ -32,9 +33,9 @@ def sources() -> list[tuple[str, str]]:
 def analyse(path: str, text: str) -> None:
     facts = ModuleFacts(SourceModule(path, text, cst.parse_module(text)))
     for loader in facts.loaders:  # every question the data-loading rules ask
-        facts.loader_uses(loader)
-        facts.datasets.kind(loader)
-        facts.datasets.unpicklable(loader)
+        facts.training.loader_uses(loader)
+        facts.analysis(DatasetAnalysis).kind(loader)
+        facts.analysis(DatasetAnalysis).unpicklable(loader)
     for loop in facts.training.training_loops:
         facts.batch_moves(loop)
     _ = facts.device, facts.has_main_guard, facts.hf_training_arguments, facts.frameworks

@@ -165,7 +165,7 @@ def training_loaders(facts) -> dict[int, list[bool]]:
     """Loader line -> [per_epoch for each training use]; only loaders that feed training."""
     found = {}
     for loader in facts.loaders:
-        uses = facts.loader_uses(loader)
+        uses = facts.training.loader_uses(loader)
         if uses:
             found[line_of(facts, loader.call)] = [u.per_epoch for u in uses]
     return found

@@ -59,7 +59,18 @@ def test_import_contracts_hold():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE / "rules"), ids=lambda p: p.name)
+def _rule_modules() -> list[Path]:
+    """What reads like a rule's doc: each family's rule classes and its `debug facts` section (a family's
+    detection modules beside them build on the syntax tree, as `torchlint.facts` does)."""
+    rules = PACKAGE / "rules"
+    return sorted([rules / "base.py", *rules.glob("*/rules.py"), *rules.glob("*/describe.py")])
+
+
+def _family_of(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[1]
+
+
+@pytest.mark.parametrize("path", _rule_modules(), ids=lambda p: "/".join(p.parts[-2:]))
 def test_rules_never_touch_the_syntax_tree(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = _imports(tree)
@@ -67,7 +78,7 @@ def test_rules_never_touch_the_syntax_tree(path):
     below_the_facade = [
         name for name in imported if name.startswith(("torchlint.facts.syntax", "torchlint.facts.torch"))
     ]
-    assert below_the_facade == [], "rules import `torchlint.facts` only"
+    assert below_the_facade == [], "rules import `torchlint.facts` and their own family's modules only"
     touched = sorted(
         {
             node.attr
@@ -91,3 +102,16 @@ def test_analyses_never_import_the_facade(path):
             assert all(alias.name in ("syntax", "torch") for alias in node.names), ast.unparse(node)
         if isinstance(node, ast.Import):
             assert "torchlint.facts" not in [alias.name for alias in node.names]
+
+
+def test_every_family_is_a_folder_with_its_rules_and_every_rule_lives_in_its_family_folder():
+    """`FAMILIES` and the folders agree, and TL1xx rules live in `rules/compile/`, TL2xx in
+    `rules/data_loading/`, and so on: adding a family is one folder (and its docs)."""
+    from torchlint.rules.base import family_folders, registered_rules
+    from torchlint.workspace.settings import FAMILIES
+
+    folders = sorted(p.parent.name for p in (PACKAGE / "rules").glob("*/rules.py"))
+    assert sorted(f.rsplit(".", 1)[1] for f in family_folders()) == folders
+    for code, rule in registered_rules().items():
+        expected = FAMILIES[code[2]].replace(" ", "_")
+        assert rule.__module__ == f"torchlint.rules.{expected}.rules", code

@@ -171,7 +171,12 @@ for epoch in range(2):
 {STEP}"""
     )
     assert codes_and_lines(source, path="train.py")  # the same code as a script has findings
-    for path in ("tests/test_train.py", "tests/train_helpers.py", "test_utils/scripts/test_ops.py", "testing/train_small.py"):
+    for path in (
+        "tests/test_train.py",
+        "tests/train_helpers.py",
+        "test_utils/scripts/test_ops.py",
+        "testing/train_small.py",
+    ):
         assert codes_and_lines(source, path=path) == [], path
     # Named like a test, it is one when it holds a test (a script named so is a training script: TCN).
     as_a_test = (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from support import facts_of, line_of, project_facts
 
+from torchlint.rules.data_loading.datasets import DatasetAnalysis
+
 DATASETS = """\
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
@@ -41,7 +43,7 @@ class MoreStream(ShardedStream):
 
 def kinds(loaders: str) -> list[str]:
     facts = facts_of(DATASETS + loaders)
-    return [facts.datasets.kind(loader).value for loader in facts.loaders]
+    return [facts.analysis(DatasetAnalysis).kind(loader).value for loader in facts.loaders]
 
 
 def test_dataset_kinds():
@@ -72,7 +74,9 @@ def test_dataset_class_from_another_module(tmp_path):
         "train.py": "from torch.utils.data import DataLoader\nfrom streams import Tokens\nloader = DataLoader(Tokens())\n",
     }
     facts = project_facts(tmp_path, files, "train.py")
-    assert facts.datasets.kind(facts.loaders[0]).value == "iterable, not sharded across workers"
+    assert (
+        facts.analysis(DatasetAnalysis).kind(facts.loaders[0]).value == "iterable, not sharded across workers"
+    )
 
 
 def test_what_does_not_pickle():
@@ -98,7 +102,10 @@ def test_what_does_not_pickle():
         e = DataLoader(ds, collate_fn=collate_top, worker_init_fn=functools.partial(collate_top))
     """
     facts = facts_of(source)
-    found = [[(p.what, p.why) for p in facts.datasets.unpicklable(loader)] for loader in facts.loaders]
+    found = [
+        [(p.what, p.why) for p in facts.analysis(DatasetAnalysis).unpicklable(loader)]
+        for loader in facts.loaders
+    ]
     assert found == [
         [("collate_fn", "a lambda")],
         [("collate_fn", "`collate_local`, a function defined inside a function")],

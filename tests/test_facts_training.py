@@ -358,7 +358,7 @@ def test_a_helper_given_the_loss_and_the_optimizer_counts_as_the_step():
 
 
 def test_debug_facts_says_how_a_loader_reaches_its_loop():
-    from torchlint.facts.debug import describe
+    from torchlint.rules.debug import describe
 
     source = """\
     from torch.utils.data import DataLoader

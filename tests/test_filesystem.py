@@ -36,7 +36,8 @@ ALLOWED: dict[str, dict[str, str]] = {
     "fix/write.py": {"*": "writing fixed files back (after the check; a fix run is never replayed)"},
     "docs.py": {"*": "the rule docs shipped with the package, not the project checked"},
     "rules/base.py": {
-        "_modules": "lists torchlint's own rules package to discover the rules, not the project"
+        "_modules": "lists torchlint's own rules package to discover the rules, not the project",
+        "family_folders": "lists torchlint's own family folders, not the project",
     },
     "cache/folder.py": {"*": "the cache's own folder, never part of an answer"},
     "cache/signing.py": {"_key": "the key that seals cache entries, in the user's cache folder"},

@@ -12,6 +12,7 @@ import pytest
 from tests.support import line_of, project_facts
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.index.project import ImportWords, Project, _statements
+from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
 
 FACTORY = """
     from torch.utils.data import DataLoader
@@ -62,7 +63,7 @@ def _factory_loader(facts):
 def test_a_factory_check_builds_only_the_importers_that_name_its_factory(tmp_path, parsed):
     files = {"data.py": FACTORY, "train.py": TRAIN, "report.py": REPORT}
     facts = project_facts(tmp_path, files, "data.py")
-    uses = facts.loader_uses(_factory_loader(facts))
+    uses = facts.training.loader_uses(_factory_loader(facts))
     assert [use.path.endswith("train.py") for use in uses] == [True]
     assert [use.per_epoch for use in uses] == [True]
     assert "train.py" in parsed
@@ -88,7 +89,7 @@ def test_an_importer_that_calls_the_factory_by_a_re_exported_alias_is_still_aske
         ),
     }
     facts = project_facts(tmp_path, files, "pkg/data.py")
-    uses = facts.loader_uses(_factory_loader(facts))
+    uses = facts.training.loader_uses(_factory_loader(facts))
     assert [use.path.endswith("train.py") for use in uses] == [True]
     assert "train.py" in parsed
 
@@ -116,7 +117,7 @@ def test_a_loop_function_asks_only_the_importers_that_call_it(tmp_path, parsed):
     other = "from engine import evaluate\n\ndef check(model, loader):\n    return evaluate(model, loader)\n"
     files = {"engine.py": engine, "main.py": caller, "other.py": other}
     facts = project_facts(tmp_path, files, "engine.py")
-    (loop,) = facts.training_loops
+    (loop,) = facts.training.training_loops
     assert len(facts.source.analysis(TrainingAnalysis).loaders_of_loop(loop)) == 1
     assert "main.py" in parsed
     assert "other.py" not in parsed
@@ -141,8 +142,8 @@ def test_a_call_to_a_name_another_module_assigns_never_builds_that_module(tmp_pa
             optimizer.step()
     """
     facts = project_facts(tmp_path, {"factories.py": factories, "train.py": train}, "train.py")
-    assert len(facts.training_loops) == 1
-    assert [model.text for model in facts.trained_models] == ["model"]
+    assert len(facts.training.training_loops) == 1
+    assert [model.text for model in facts.models.trained] == ["model"]
     assert parsed == []  # neither name is a class, a def or an import there
     # Its findings still depend on factories.py: defining `class build_net` there would change them.
     assert facts.source.project.dependencies(tmp_path / "train.py") == {(tmp_path / "factories.py").resolve()}
@@ -299,12 +300,12 @@ def test_a_context_parameter_outside_any_loop_or_backward_asks_no_importer(tmp_p
     user = "import torch\nfrom library import guarded\nguarded(torch.autocast('cuda'), print)\n"
     files = {"library.py": library, "user.py": user}
     facts = project_facts(tmp_path, files, "library.py")
-    assert facts.autocast_regions == []
+    assert facts.analysis(PrecisionAnalysis).regions == []
     assert parsed == []
     looping = "def train(ctx, steps):\n    for step in steps:\n        with ctx:\n            step()\n"
     trainer = "import torch\nfrom library import train\ntrain(torch.autocast('cuda'), [])\n"
     facts = project_facts(tmp_path, {"library.py": looping, "user.py": trainer}, "library.py")
-    assert len(facts.autocast_regions) == 1
+    assert len(facts.analysis(PrecisionAnalysis).regions) == 1
     assert "user.py" in parsed
 
 

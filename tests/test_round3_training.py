@@ -124,7 +124,7 @@ def test_a_method_call_on_a_name_bound_twice_or_to_a_library_object_is_not_follo
 
 
 def flags_of(source: str) -> list[str]:
-    from torchlint.facts.torch.precision import PrecisionAnalysis
+    from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
 
     return [what for _, what in facts_of(source).source.analysis(PrecisionAnalysis).flags]
 

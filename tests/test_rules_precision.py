@@ -12,6 +12,7 @@ import textwrap
 from support import facts_of, fix, lint, settings
 
 from torchlint.linter import Linter
+from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
 
 PRECISION = ("TL3",)
 
@@ -292,7 +293,7 @@ def test_nanogpt_context_variable_is_precision_decided():
         optimizer.step()
     """
     assert findings(source) == []
-    [site] = facts_of(source).autocast_sites
+    [site] = facts_of(source).analysis(PrecisionAnalysis).autocast_sites
     assert (site.how, site.device, site.dtype) == ("variable `ctx`", "unknown", "unknown")
 
 
@@ -315,9 +316,9 @@ def test_yolov5_amp_flag_with_positional_enabled_is_precision_decided():
     """
     assert [code for code, _ in findings(source)] == ["TL304", "TL303"]
     facts = facts_of(source)
-    [site] = facts.autocast_sites
+    [site] = facts.analysis(PrecisionAnalysis).autocast_sites
     assert (site.how, site.device, site.dtype, site.enabled) == ("`with`", "cuda", "float16", "amp_ok")
-    [scaler] = facts.grad_scalers
+    [scaler] = facts.analysis(PrecisionAnalysis).scalers
     assert (scaler.name, scaler.enabled) == ("scaler", "amp_ok")
     assert sorted(scaler.uses) == ["scale", "step", "update"]
 
@@ -342,9 +343,9 @@ def test_timm_partial_handed_down_as_a_parameter_is_precision_decided():
     """
     assert findings(source) == []
     facts = facts_of(source)
-    [site] = facts.autocast_sites
+    [site] = facts.analysis(PrecisionAnalysis).autocast_sites
     assert (site.how, site.device, site.dtype) == ("`functools.partial`", "cuda", "float16 or bfloat16")
-    [scaler] = facts.grad_scalers
+    [scaler] = facts.analysis(PrecisionAnalysis).scalers
     assert scaler.how == "`NativeScaler` (a scaler class)"
 
 
@@ -360,7 +361,9 @@ def test_a_model_cast_to_bfloat16_is_precision_decided():
         optimizer.step()
     """
     assert findings(source) == []
-    assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(torch.bfloat16)`"]
+    assert [s.what for s in facts_of(source).analysis(PrecisionAnalysis).switches] == [
+        "cast with `.to(torch.bfloat16)`"
+    ]
 
 
 def test_lightning_trainer_with_kwargs_or_on_the_cpu_is_not_flagged():
@@ -424,7 +427,7 @@ def test_cpu_training_and_unknown_devices_are_not_flagged_unless_the_setting_say
 
 
 def test_the_prefilter_is_sound_for_the_framework_findings():
-    from torchlint.rules.mixed_precision import TrainingWithoutAutocast
+    from torchlint.rules.mixed_precision.rules import TrainingWithoutAutocast
 
     source = 'from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="o")\n'
     assert findings(source) == [("TL301", 2)]
@@ -605,7 +608,9 @@ def test_model_moved_with_a_dtype_variable_is_a_cast():
         loss.backward()
         optimizer.step()
     """
-    assert [s.what for s in facts_of(source).precision_switches] == ["cast with `.to(ptdtype)`"]
+    assert [s.what for s in facts_of(source).analysis(PrecisionAnalysis).switches] == [
+        "cast with `.to(ptdtype)`"
+    ]
 
 
 def test_backward_and_the_statements_after_it_leave_the_autocast_block():
@@ -703,7 +708,7 @@ def test_a_scaler_handed_in_as_a_parameter_is_known_by_its_use():
             scaler.update()
     """
     assert findings(source) == [("TL306", 8)]
-    [scaler] = facts_of(source).grad_scalers
+    [scaler] = facts_of(source).analysis(PrecisionAnalysis).scalers
     assert (scaler.name, scaler.how, sorted(scaler.uses)) == (
         "scaler",
         "(used as one)",

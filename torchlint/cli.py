@@ -912,8 +912,8 @@ def debug_facts(file: Path) -> None:
     """Print the semantic model of FILE: device, training loops, loaders and their options."""
     import libcst as cst
 
-    from torchlint.facts.debug import describe
     from torchlint.linter import Linter
+    from torchlint.rules.debug import describe
     from torchlint.workspace.source import SourceError, SourceFile
 
     try:

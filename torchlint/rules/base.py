@@ -1,10 +1,12 @@
-"""The shape every rule has: identity, policy, and `check(facts)`; and how rules are found.
+"""The shape every rule has: identity, policy, and `check(facts)`; and how rules and families are found.
 
-A rule is a small class in its family's module under `torchlint/rules/`. Rules are discovered by walking
-that package (as Fixit does): every `Rule` subclass that declares a `code` in its own class body is a rule.
-Nothing registers itself on import, so a class made in a test is a rule only where the test says so
-(`Linter(rule_classes=...)`, or a module added to `RULE_PACKAGES`). Each rule's doc lives in
-`rules/<code>.md`; a test fails if either exists without the other.
+A family is a folder under `torchlint/rules/` named after it (`FAMILIES`: `compile`, `data_loading`, ...):
+its `rules.py` holds its rule classes, and its other modules the detection only it uses, loaded when a rule
+first asks. Rules are discovered by importing each family's `rules.py` (as Fixit walks its packages): every
+`Rule` subclass that declares a `code` in its own class body is a rule. Nothing registers itself on import,
+so a class made in a test is a rule only where the test says so (`Linter(rule_classes=...)`, or a module
+added to `RULE_PACKAGES`). Each rule's doc lives in `rules/<code>.md`; a test fails if either exists without
+the other.
 """
 
 from __future__ import annotations
@@ -97,18 +99,26 @@ def _discover(packages: tuple[str, ...]) -> tuple[tuple[str, type[Rule]], ...]:
     return tuple(sorted(found.items()))
 
 
+def family_folders() -> list[str]:
+    """The family packages of `torchlint.rules` that exist (a family's codes are reserved before its
+    folder is made), in the order of their codes, TL0xx first."""
+    here = os.path.dirname(__file__)
+    names = [name.replace(" ", "_") for _, name in sorted(FAMILIES.items())]
+    return [f"torchlint.rules.{name}" for name in names if os.path.isdir(os.path.join(here, name))]
+
+
 def _modules(name: str) -> list:
-    """The module `name`, or a package's own modules (not its subpackages; `pkgutil` costs more to import
-    than this listing takes)."""
+    """The module `name`, or the `rules` module of each family folder of a package (listed, not walked
+    with `pkgutil`, which costs more to import than this listing takes)."""
     module = importlib.import_module(name)
     if not hasattr(module, "__path__"):
         return [module]
-    names = sorted(
+    families = sorted(
         {
-            entry[:-3]
+            entry
             for folder in module.__path__
             for entry in os.listdir(folder)
-            if entry.endswith(".py") and entry not in ("__init__.py", "base.py")
+            if os.path.isfile(os.path.join(folder, entry, "rules.py"))
         }
     )
-    return [importlib.import_module(f"{name}.{stem}") for stem in names]
+    return [importlib.import_module(f"{name}.{family}.rules") for family in families]

@@ -218,7 +218,7 @@ class ModelAnalysis:
         return False
 
     @cached_property
-    def models(self) -> list[Model]:
+    def trained(self) -> list[Model]:
         """The trained models this module names, one per variable or attribute."""
         found: dict[tuple, Model] = {}
         for call, how in self._optimizers:
@@ -240,7 +240,7 @@ class ModelAnalysis:
                 argument = argument_for(call.node, function, name)
                 if argument is None:
                     continue
-                where = "" if home is self.source else f" in {_relative(home.path, self.source.path)}"
+                where = "" if home is self.source else f" in {relative_path(home.path, self.source.path)}"
                 how = f"`{function.name}(...)`{where}"
                 for root, scope in self._roots_of_value(argument, call.scope):
                     model = self._add(found, root, scope, how, call.node)
@@ -282,7 +282,7 @@ class ModelAnalysis:
         itself: `model_without_ddp = model` (or `model.module`) next to the `model` that is run — the same
         module under a second name — and loss modules whose parameters it trains (`criterion`). Asked by the
         checkpointing facts, which need the classes built."""
-        models = self.models
+        models = self.trained
         extra = self._optimized_only
         if not extra or not self.trains:
             return models
@@ -830,7 +830,7 @@ class ModelAnalysis:
         if not label:
             label = here
             if target is not None and target[0] is not source:
-                label = f"{here} ({_relative(target[0].path, source.path)})"
+                label = f"{here} ({relative_path(target[0].path, source.path)})"
         cannot = (
             f"it is handed to {here}, which torchlint cannot follow"
             if label == here
@@ -1090,7 +1090,7 @@ class ModelAnalysis:
         return max(module.analysis(DeviceAnalysis).evidence.device for module in model.involved)
 
 
-def _relative(path: str, seen_from: str) -> str:
+def relative_path(path: str, seen_from: str) -> str:
     """`path` as a reader of `seen_from` finds it (`engine.py`, `../utils/engine.py`)."""
     import os
 
@@ -1196,123 +1196,3 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and len(expr.args) == 1:
         expr = expr.args[0].value
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
-
-
-class CompileQuestions:
-    """The questions the compile rules ask about models and compile sites, answered from `ModelAnalysis`
-    and `TrainingAnalysis` (kept apart from how models are found)."""
-
-    def __init__(self, source: SourceModule) -> None:
-        self.source = source
-        self.models = source.analysis(ModelAnalysis)
-        self.training = source.analysis(TrainingAnalysis)
-
-    def compiled_somewhere(self, model: Model) -> bool:
-        """Compiled, or built, trained or handed over in a module that asks for compilation somewhere."""
-        if model.of_kind("compile"):
-            return True
-        return any(module.analysis(ModelAnalysis).compile_sites for module in model.involved)
-
-    def runs_every_step(self, call: CallRecord, depth: int = 0) -> bool:
-        """`call` runs on every step or epoch of training: in (or around) a training loop, or in a function
-        called from one."""
-        loop = call.loop
-        while loop is not None:
-            if self._trains(loop):
-                return True
-            loop = loop.parent
-        if call.function is not None and depth < MAX_DEPTH:
-            return any(self.runs_every_step(c, depth + 1) for c in self.source.calls_of(call.function))
-        return False
-
-    def _trains(self, loop) -> bool:
-        training = self.training
-        if training.is_training_loop(loop):
-            return True
-        stack = list(loop.children)
-        while stack:
-            inner = stack.pop()
-            if training.is_training_loop(inner):
-                return True
-            stack.extend(inner.children)
-        for call in loop.all_calls():
-            target = self.source.callee(call)
-            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
-                return True
-        return False
-
-    def unused_result(self, site: CompileSite) -> bool:
-        """`compiled = torch.compile(model)` where `compiled` is never read and `model` itself is called."""
-        source = self.source
-        assign = site.target
-        if assign is None or site.call is None or site.compiled is None:
-            return False
-        target = assign.targets[0].target
-        if not isinstance(target, cst.Name) or source.code(site.compiled) == target.value:
-            return False
-        bindings = site.call.scope.lookup(target.value)
-        if not bindings or any(source.references_of(binding) for binding in bindings):
-            return False
-        return self._is_called(site.compiled, site.call.scope)
-
-    def _is_called(self, expr: cst.BaseExpression, scope: Scope) -> bool:
-        source = self.source
-        if isinstance(expr, cst.Name):
-            return any(
-                ref.call is not None and not ref.attrs
-                for binding in scope.lookup(expr.value)
-                for ref in source.references_of(binding)
-            )
-        if source.is_self_attribute(expr, scope):
-            text = source.code(expr)
-            owner = source.class_of_method_scope(scope)
-            return any(
-                source.code(call.node.func) == text and source.class_of_method_scope(call.scope) == owner
-                for call in source.calls
-            )
-        return False
-
-    def standalone_statement(self, call: cst.Call) -> cst.CSTNode | None:
-        """The expression statement that is `call` alone on its lines, if it is one."""
-        return self.models.statement_of(call)
-
-
-def wrapper_compiled(questions: CompileQuestions, site: CompileSite) -> str | None:
-    """The distributed wrapper (`DistributedDataParallel`, `FullyShardedDataParallel`) that `site` compiles,
-    as the code names it: `torch.compile(DDP(model))`, or `model = DDP(model)` as the last assignment of
-    `model` before `torch.compile(model)` / `model.compile()`."""
-    source = questions.source
-    compiled, call = site.compiled, site.call
-    if compiled is None or call is None:
-        return None
-    if isinstance(compiled, cst.Call):
-        if source.qualname(compiled.func, call.scope) in _DISTRIBUTED_WRAPPERS:
-            return source.code(compiled.func)
-        return None
-    if not isinstance(compiled, (cst.Name, cst.Attribute)):
-        return None
-    # Only assignments in the same function: another method's (`def ddp(self)` and `def compile(self)`)
-    # may run in either order.
-    assigned = [a for a in source.assigned_values(compiled, call.scope) if a.scope is call.scope]
-    if not any(
-        isinstance(a.value, cst.Call) and source.qualname(a.value.func, a.scope) in _DISTRIBUTED_WRAPPERS
-        for a in assigned
-    ):
-        return None  # decided without positions (they cost a metadata pass over the module)
-    at = source.span(site.node)[0]
-    before = [a for a in assigned if source.span(a.value)[0] < at]
-    if not before:
-        return None
-    last = max(before, key=lambda a: source.span(a.value)[0])
-    value = last.value
-    if isinstance(value, cst.Call) and source.qualname(value.func, last.scope) in _DISTRIBUTED_WRAPPERS:
-        return source.code(value.func)
-    return None
-
-
-_DISTRIBUTED_WRAPPERS = {
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.distributed.fsdp.FullyShardedDataParallel",
-    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
-}

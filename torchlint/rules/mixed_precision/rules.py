@@ -1,5 +1,6 @@
-"""Mixed precision used where it helps, and used correctly (TL301, TL305, TL306): the loop on the GPU that
-runs in float32, backward passes inside autocast, gradients clipped while still scaled.
+"""Mixed precision used where it helps, and used correctly (TL301, TL302, TL305-TL307): the loop on the GPU
+that runs in float32, backward passes inside autocast, gradients clipped while still scaled; and the current
+API (TL303, TL304: the deprecated `torch.cuda.amp` entry points, from the table in `deprecations.py`).
 
 The policies follow PyTorch's "Automatic Mixed Precision" docs (torch.amp, checked on torch 2.13):
 - autocast should wrap only the forward pass and the loss computation; "backward passes under autocast are
@@ -21,9 +22,25 @@ from torchlint.facts import Device
 from torchlint.fix import build
 from torchlint.fix.model import Applicability, Fix
 from torchlint.rules.base import FixAvailability, Rule
+from torchlint.rules.mixed_precision.deprecations import AMP_WORD, DEPRECATED, DEPRECATED_MODULES, Deprecated
 
 if TYPE_CHECKING:
-    from torchlint.facts import ModuleFacts, ScalerPlan, TrainingStep
+    from torchlint.facts import ModuleFacts, Reference
+    from torchlint.rules.mixed_precision.precision import PrecisionAnalysis, ScalerPlan
+    from torchlint.rules.mixed_precision.steps import StepAnalysis, TrainingStep
+
+
+def _precision(facts: ModuleFacts) -> PrecisionAnalysis:
+    from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
+
+    return facts.analysis(PrecisionAnalysis)
+
+
+def _steps(facts: ModuleFacts) -> StepAnalysis:
+    from torchlint.rules.mixed_precision.steps import StepAnalysis
+
+    return facts.analysis(StepAnalysis)
+
 
 _FRAMEWORK_NAMES = {"lightning": "Lightning", "accelerate": "accelerate", "transformers": "Hugging Face"}
 
@@ -42,7 +59,7 @@ class TrainingWithoutAutocast(Rule):
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return
         # Each framework trains on the GPU when there is one (unless told otherwise, which the facts exclude).
-        for call, callee, framework, switch, value in facts.framework_precision_gaps():
+        for call, callee, framework, switch, value in _precision(facts).framework_gaps:
             owner = _FRAMEWORK_NAMES[framework]
             message = (
                 f"`{facts.code(callee)}(...)` trains in full precision: without `{switch}=` the {owner} "
@@ -51,28 +68,28 @@ class TrainingWithoutAutocast(Rule):
             edit = build.add_keyword(facts.source, call, switch, value)
             fix = Fix(f"Set `{switch}={value}`", Applicability.UNSAFE, (edit,)) if edit else None
             yield self.finding(facts, callee, message, fix)
-        if facts.demo_length_training:
+        if facts.training.demo_length:
             return  # an API demo of a few steps: its numerics are the point, not its speed
-        for loop in facts.training_loops:
+        for loop in facts.training.training_loops:
             # The device of this file, or of the files that call the loop's function when it shows none
-            device = facts.loop_device(loop)
+            device = _precision(facts).loop_device(loop)
             if not (device.may_be_cuda or (self.settings.device == "cuda" and device is Device.UNKNOWN)):
                 continue  # CPU-only (or unknown) training: autocast on the GPU does not apply
-            if facts.framework_owns(loop):
+            if _precision(facts).framework_owns(loop):
                 continue  # the framework object's switch is the fix, above
-            if facts.precision_decided(loop) or facts.runs_over_rpc(loop):
+            if _precision(facts).decided_for(loop) or _precision(facts).runs_over_rpc(loop):
                 continue  # decided; or the model runs on RPC workers, out of this thread's autocast
-            step = facts.training_step(loop)
+            step = _steps(facts).of(loop)
             if step is None:
                 continue
-            if facts.makes_sparse_tensors:
+            if facts.training.makes_sparse_tensors:
                 return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
             message = (
                 f"`{facts.code(step.callee)}(...)` runs the forward pass of a training loop on the GPU "
                 "in float32: `torch.autocast` runs matrix math in half precision on tensor cores and "
                 "roughly halves activation memory"
             )
-            reason = facts.unsafe_under_autocast or step.why_not
+            reason = _precision(facts).unsafe_under_autocast or step.why_not
             fix = None if reason else self._fix(facts, loop, step)
             if fix is None:
                 message += f" (no automatic fix: {reason or 'the statements cannot be wrapped as written'})"
@@ -85,7 +102,7 @@ class TrainingWithoutAutocast(Rule):
         name, imports = torch
         # The device the script picks (`device.type`) when it may be the CPU ("cuda when available"), so that
         # the CPU path gets CPU autocast instead of a disabled CUDA one and a warning; else "cuda".
-        picked = facts.loop_device(loop) is not Device.CUDA and facts.autocast_device_type(loop)
+        picked = _precision(facts).loop_device(loop) is not Device.CUDA and _steps(facts).device_type(loop)
         device_type = picked or '"cuda"'
         header = f"{name}.autocast(device_type={device_type}, dtype={name}.bfloat16)"
         try:
@@ -107,7 +124,7 @@ class BackwardInsideAutocast(Rule):
     needs_text = ("autocast",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for found in facts.backward_in_autocast():
+        for found in _precision(facts).backward_in_autocast():
             call = facts.code(found.call).splitlines()[0]
             message = (
                 f"`{call}` runs inside an autocast block ({found.site.how}): backward passes under autocast "
@@ -135,7 +152,7 @@ class ClipGradWithoutUnscale(Rule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         # One `unscale_` per step (a second one raises): the step's first clip carries it, placed by the facts
-        for found in facts.clips_without_unscale():
+        for found in _precision(facts).clips_without_unscale():
             scaler, optimizer = found.scaler, found.optimizer
             message = (
                 f"gradients are clipped while still scaled by `{scaler}`: call "
@@ -162,7 +179,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
     needs_text = ("autocast",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site, loop in facts.fp16_autocast_without_scaler():
+        for site, loop in _precision(facts).fp16_without_scaler():
             if site.dtype == "float16":
                 why = "explicitly" if site.dtype_explicit else "by default on CUDA"
                 dtype = f"float16 ({why})"
@@ -175,7 +192,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             )
             # a new `scaler` must not take a name bound elsewhere, a star import's included (N3); `unscale_`
             # may run once per step, and some steps have no one place for it (N2)
-            plan = facts.scaler_plan(loop)
+            plan = _precision(facts).scaler_plan(loop)
             why_not = facts.name_clash("scaler", loop.scope) or (plan.why_not if plan is not None else "")
             if why_not:
                 message += f" (no automatic fix: {why_not})"
@@ -222,10 +239,105 @@ class GradScalerWithBfloat16(Rule):
     needs_text = ("GradScaler",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for scaler in facts.scalers_with_bfloat16():
+        for scaler in _precision(facts).scalers_with_bfloat16():
             message = (
                 "a GradScaler with bfloat16 autocast only: bfloat16 has float32's range, so gradients do "
                 "not underflow and scaling is needless work (and with bfloat16 parameters `unscale_` fails "
                 "on CUDA, pytorch/pytorch#127176)"
             )
             yield self.finding(facts, scaler.node, message)
+
+
+class _DeprecatedAmpRule(Rule):
+    """Shared detection and rewrite; the two rules differ only in which entry points they own."""
+
+    replacements: frozenset[str] = frozenset()
+    fix_availability = FixAvailability.SOMETIMES
+
+    @classmethod
+    def could_fire(cls, text: str) -> bool:
+        # Every spelling of torch.cuda.amp / torch.cpu.amp names the module as a word ("example" does not).
+        return "amp" in text and AMP_WORD.search(text) is not None
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        owned = {q: d for q, d in DEPRECATED.items() if d.replacement in self.replacements}
+        for ref in facts.references_to(owned):
+            old = ref.qualname
+            assert old is not None
+            new = owned[old]
+            if not self.torch_supports(new.since):
+                continue
+            if facts.source.is_fallback_for(ref.expr, "torch.amp"):
+                continue  # the old API where the new one is missing (old torch): it must stay
+            shown_old = ".".join(old.split(".")[:3] + [old.rsplit(".", 1)[1]])
+            message, fix = self.rewrite(facts, ref, shown_old, new)
+            yield self.finding(facts, ref.expr, message, fix)
+
+    def rewrite(
+        self, facts: ModuleFacts, ref: Reference, old: str, new: Deprecated
+    ) -> tuple[str, Fix | None]:
+        target = f"torch.amp.{new.replacement}"
+        device = f'"{new.device}"'
+        if new.device_keyword:
+            call_hint = f"{target}(..., {new.device_keyword}={device})"
+        else:
+            call_hint = f"{target}({device}, ...)"
+        message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
+
+        from_import = ref.bindings[0] if ref.imported_from(DEPRECATED_MODULES) else None
+        torch = build.name_module(facts.source, "torch", ref.scope, beside=from_import)
+        if torch is None:
+            return message, None
+        torch_name, imports = torch
+        callee = f"{torch_name}.amp.{new.replacement}"
+        try:
+            edit = self._rewrite(facts, ref, callee, new)
+        except build.EditError:
+            return message, None  # the rewrite cannot be mapped onto the text as written
+        if edit is None:
+            return message + f" ({self._why_no_fix(ref)})", None
+        drops = ()
+        if ref.imported_from(DEPRECATED_MODULES):
+            drop = build.drop_import_if_unused(facts.source, ref.bindings[0])
+            drops = (drop,) if drop is not None else ()
+        return message, Fix(f"Replace with `{callee}`", Applicability.SAFE, (edit,), imports, drops)
+
+    @staticmethod
+    def _rewrite(facts: ModuleFacts, ref: Reference, callee: str, new: Deprecated):
+        device = f'"{new.device}"'
+        if ref.call is not None and new.device_keyword:
+            return build.call_with_keyword_after_positional(
+                facts.source, ref.call, callee, new.device_keyword, device
+            )
+        if ref.call is not None:
+            return build.call_with_first_argument(facts.source, ref.call, callee, device, new.old_positional)
+        if ref.decorator is not None and new.device_keyword:
+            # `@torch.cuda.amp.custom_fwd` becomes `@torch.amp.custom_fwd(device_type="cuda")`
+            return build.call_of(facts.source, ref.expr, callee, new.device_keyword, device)
+        if ref.in_annotation:
+            return build.replace_expression(
+                facts.source, ref.expr, callee
+            )  # `torch.amp.GradScaler` is its base
+        return None
+
+    @staticmethod
+    def _why_no_fix(ref: Reference) -> str:
+        if ref.call is not None:
+            return "no automatic fix: `*args` cannot be mapped onto the new signature"
+        return "no automatic fix: it is referenced, not called, and the new API takes the device first"
+
+
+class DeprecatedAmpAutocast(_DeprecatedAmpRule):
+    """`torch.cuda.amp.autocast` and friends: deprecated, one FutureWarning per use."""
+
+    code = "TL303"
+    name = "deprecated-amp-autocast"
+    replacements = frozenset({"autocast", "custom_fwd", "custom_bwd"})
+
+
+class DeprecatedGradScaler(_DeprecatedAmpRule):
+    """`torch.cuda.amp.GradScaler`: deprecated; `torch.amp.GradScaler` takes the device first."""
+
+    code = "TL304"
+    name = "deprecated-grad-scaler"
+    replacements = frozenset({"GradScaler"})

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.names import dotted
 from torchlint.facts.syntax.walk import calls_in, contains, descendants, statements
+from torchlint.facts.torch.models import ModelAnalysis
+from torchlint.facts.torch.moves import device_type_of_moves
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -345,3 +348,22 @@ def _statement_in_block(node: cst.CSTNode, call: cst.Call) -> tuple[cst.BaseSuit
 
 def _optimizer_call(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in _OPTIMIZER_METHODS
+
+
+class StepAnalysis:
+    """The training steps of one module's loops, as the precision rules see them (made once per module)."""
+
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+
+    @cached_property
+    def _models(self) -> set[str]:
+        return {model.text for model in self.source.analysis(ModelAnalysis).trained}
+
+    def of(self, loop: LoopRecord) -> TrainingStep | None:
+        """The forward call of a training loop and the forward-and-loss statements a fix may wrap."""
+        return training_step(self.source, loop, self._models)
+
+    def device_type(self, loop: LoopRecord) -> str | None:
+        """`device.type` when the loop moves its batches to one `torch.device` variable (else None)."""
+        return device_type_of_moves(self.source, loop)

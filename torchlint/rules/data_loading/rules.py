@@ -19,6 +19,14 @@ from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
     from torchlint.facts import Argument, Loader, ModuleFacts
+    from torchlint.rules.data_loading.datasets import DatasetAnalysis
+
+
+def _datasets(facts: ModuleFacts) -> DatasetAnalysis:
+    from torchlint.rules.data_loading.datasets import DatasetAnalysis
+
+    return facts.analysis(DatasetAnalysis)
+
 
 # One worker per CPU, at most 8 (beyond that, workers add memory and start-up time faster than throughput for
 # typical pipelines), in a form a reviewer reads at a glance: `os.cpu_count()` exists on Linux, macOS and
@@ -43,7 +51,7 @@ class _LoaderRule(Rule):
         setting = self.settings.device
         if setting == "cpu":
             return Device.CPU
-        device = facts.training_device(loader)
+        device = facts.training.training_device(loader)
         if setting == "cuda" and device is Device.UNKNOWN:
             return Device.CUDA
         return device
@@ -74,15 +82,15 @@ class DataLoaderWithoutWorkers(_LoaderRule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
-            if not facts.loader_uses(loader) or not loader.without_workers():
+            if not facts.training.loader_uses(loader) or not loader.without_workers():
                 continue
             if any(other.starts_workers() for other in loader.alternatives):
                 continue  # the other branch of the `if` builds it with workers: chosen per path
             if not self.device(facts, loader).may_be_cuda:
                 continue  # on the CPU, workers compete with the training process's own threads
-            if facts.samples_on_cpu(loader) is False:
+            if _datasets(facts).samples_on_cpu(loader) is False:
                 continue  # samples are moved to the GPU while loading: worker processes cannot use CUDA
-            kind = facts.dataset_kind(loader)
+            kind = _datasets(facts).kind(loader)
             if kind in _NOTHING_TO_OVERLAP:
                 # unsharded: every worker would yield every sample; in memory, preprocessed up front or mere
                 # indices: nothing to overlap
@@ -99,7 +107,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
             yield self.finding_on_loader(facts, loader, *self._fix(facts, loader, message))
 
     def _fix(self, facts: ModuleFacts, loader: Loader, message: str) -> tuple[str, Fix | None]:
-        problems = facts.unpicklable(loader)
+        problems = _datasets(facts).unpicklable(loader)
         if problems:
             problem = problems[0]
             what = f"`{problem.what}`"
@@ -114,7 +122,7 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 f"{message} (no automatic fix: {why}, which worker processes started by spawn or forkserver "
                 "cannot pickle)"
             ), None
-        if not facts.runs_under_main_guard(loader):
+        if not facts.training.runs_under_main_guard(loader):
             return (
                 f'{message} (no automatic fix: the script has no `if __name__ == "__main__":` guard, which '
                 "worker processes started by spawn or forkserver need)"
@@ -138,7 +146,7 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
-            if not facts.loader_uses(loader):
+            if not facts.training.loader_uses(loader):
                 continue
             if not (loader.lacks("pin_memory") or loader.is_constant("pin_memory", False)):
                 continue
@@ -147,9 +155,9 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
             device = self.device(facts, loader)
             if not device.may_be_cuda:
                 continue
-            if facts.dataset_kind(loader) in (DatasetKind.INDICES, DatasetKind.HF_TABLE):
+            if _datasets(facts).kind(loader) in (DatasetKind.INDICES, DatasetKind.HF_TABLE):
                 continue  # a batch of integers, or a few KB of token ids: nothing worth pinning
-            on_cpu = facts.samples_on_cpu(loader)
+            on_cpu = _datasets(facts).samples_on_cpu(loader)
             if on_cpu is False:
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
             message = (
@@ -191,9 +199,9 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
-            if not any(use.per_epoch for use in facts.loader_uses(loader)):
+            if not any(use.per_epoch for use in facts.training.loader_uses(loader)):
                 continue
-            if facts.dataset_kind(loader) is DatasetKind.INDICES:
+            if _datasets(facts).kind(loader) is DatasetKind.INDICES:
                 continue  # workers that collate integers are the waste, not their restart
             if not loader.lacks("persistent_workers"):
                 continue
@@ -331,12 +339,11 @@ class BlockingHostToDeviceCopy(Rule):
     needs_text = ("oader",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for loop in facts.training_loops:
+        for loop in facts.training.training_loops:
             # Pinned on some paths (`if use_cuda: kwargs.update(pin_memory=True)`) is enough: a non-blocking
             # copy is as correct as a blocking one, and it is the one that pays off where pinning happens.
-            pinned = [
-                loader for loader in facts.loaders_of_loop(loop) if _pinned(loader.option("pin_memory"))
-            ]
+            feeding = facts.training.loaders_of_loop(loop)
+            pinned = [loader for loader in feeding if _pinned(loader.option("pin_memory"))]
             if not pinned:
                 continue
             for move in facts.batch_moves(loop):

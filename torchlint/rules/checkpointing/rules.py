@@ -24,7 +24,16 @@ from torchlint.fix.model import Applicability, Fix
 from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
-    from torchlint.facts import Application, ModuleFacts, Stack
+    from torchlint.facts import ModuleFacts
+    from torchlint.rules.checkpointing.analysis import CheckpointAnalysis
+    from torchlint.rules.checkpointing.structure import Application, Stack
+
+
+def _checkpointing(facts: ModuleFacts) -> CheckpointAnalysis:
+    from torchlint.rules.checkpointing.analysis import CheckpointAnalysis
+
+    return facts.analysis(CheckpointAnalysis)
+
 
 # `checkpoint`'s own keyword parameters: a block call passing one of them cannot be forwarded through it.
 _CHECKPOINT_KEYWORDS = {
@@ -56,7 +65,7 @@ class CheckpointingOpportunity(Rule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         min_depth = self.option_values["min-depth"]
-        for stack, trainers in facts.checkpointing_opportunities(min_depth):
+        for stack, trainers in _checkpointing(facts).opportunities(min_depth):
             first = stack.applications[0]
             block = f"`{stack.block}` blocks" if stack.block else "cloned blocks"
             depth = stack.depth
@@ -78,7 +87,7 @@ class CheckpointingOpportunity(Rule):
     def _library_models(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         """Models from a library with its own switch: turn it on instead of editing library code."""
         kwargs = '{"use_reentrant": False}'
-        for found in facts.library_models_without_checkpointing:
+        for found in _checkpointing(facts).library_models:
             if found.library == "trainer":
                 message = (
                     f"`{facts.code(found.callee)}(...)` trains without `gradient_checkpointing=True`: the "
@@ -179,7 +188,7 @@ class CheckpointWithoutUseReentrant(Rule):
     needs_text = ("checkpoint",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for found in facts.checkpoint_calls:
+        for found in _checkpointing(facts).checkpoint_calls:
             if not found.lacks_use_reentrant or found.never_runs:
                 continue  # chosen; or behind a switch that nothing turns on, where no variant ever runs
             callee = facts.code(found.callee)
@@ -190,7 +199,7 @@ class CheckpointWithoutUseReentrant(Rule):
             edit = build.add_keyword(facts.source, found.call.node, "use_reentrant", "False")
             fix = Fix("Pass `use_reentrant=False`", Applicability.UNSAFE, (edit,)) if edit else None
             yield self.finding(facts, found.callee, message, fix)
-        for found in facts.hf_reentrant_checkpointing:
+        for found in _checkpointing(facts).hf_checkpointing:
             what = (
                 "`TrainingArguments(gradient_checkpointing=True)`"
                 if found.training_arguments

@@ -10,7 +10,7 @@ and `TrainingArguments(gradient_checkpointing=...)`, timm's `set_grad_checkpoint
 class's own switch (`self.grad_checkpointing`, `self.gradient_checkpointing`, `use_checkpoint`).
 
 A model class is *trained* when a module of the project (the one that defines it, those that import it, and
-those that import them) trains a model (`ModelAnalysis.models`) built from it — directly (`GPT(config)`,
+those that import them) trains a model (`ModelAnalysis.trained`) built from it — directly (`GPT(config)`,
 `GPT.from_pretrained(...)`), through a factory of the project that returns one, or handed to a project class
 whose methods train (`Trainer(config, model, data).run()`) — or when it is a part (an attribute, or the block
 of a stack) of a trained class, or a base of one. Classes only ever used for inference are not trained. The
@@ -31,10 +31,10 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import Scope, dotted
 from torchlint.facts.syntax.values import is_false_constant
-from torchlint.facts.torch.models import ModelAnalysis
-from torchlint.facts.torch.structure import Stack, StructureAnalysis
+from torchlint.facts.torch.models import ModelAnalysis, relative_path
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
+from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, ClassRecord
@@ -305,7 +305,7 @@ class CheckpointAnalysis:
             if arguments.cls.endswith("TrainingArguments") or arguments.cls.endswith("SFTConfig"):
                 if arguments.lacks("gradient_checkpointing"):
                     found.append(LibraryModel(arguments.call, arguments.callee, "trainer", ""))
-        for model in source.analysis(ModelAnalysis).models:
+        for model in source.analysis(ModelAnalysis).trained:
             builds = model.builds
             if len(builds) != 1 or not isinstance(builds[0].node, cst.Call):
                 continue
@@ -414,9 +414,10 @@ class CheckpointAnalysis:
 
     # -- the questions of TL401 ----------------------------------------------------------------------
 
-    def opportunities(self, min_depth: int) -> list[tuple[Stack, list[SourceModule]]]:
+    def opportunities(self, min_depth: int) -> list[tuple[Stack, list[str]]]:
         """Stacks of at least `min_depth` repeated blocks (or of a configurable depth whose default is not
-        known to be smaller) applied by `forward`, in trained classes with no checkpointing anywhere."""
+        known to be smaller) applied by `forward`, in trained classes with no checkpointing anywhere: (the
+        stack, the paths of the other modules that train it, as seen from this one)."""
         source = self.source
         stacks = source.analysis(StructureAnalysis).stacks
         found = []
@@ -434,8 +435,23 @@ class CheckpointAnalysis:
                 continue
             if self.checkpointed_in([source, *trainers]) is not None:
                 continue
-            found.append((stack, trainers))
+            others = [relative_path(module.path, source.path) for module in trainers if module is not source]
+            found.append((stack, others))
         return found
+
+    def stack_status(self, stack: Stack) -> tuple[list[str] | None, str | None]:
+        """(the paths of the modules that train the stack's class, or None; how it is checkpointed, or
+        None) — what `debug facts` shows."""
+        trainers = self.trainers_of(stack.cls)
+        switch = self.class_switch(stack.cls)
+        if switch is None and trainers is not None:
+            found = self.checkpointed_in([self.source, *trainers])
+            if found is not None:
+                module, _, what = found
+                switch = f"{what} in {module.path}"
+        if trainers is None:
+            return None, switch
+        return [relative_path(module.path, self.source.path) for module in trainers], switch
 
     def _sized_where_built(self, stack: Stack, trainers: list[SourceModule]) -> bool:
         """Every trained build, in the script that trains it, passes the depth as a literal below

@@ -25,6 +25,13 @@ from torchlint.rules.base import FixAvailability, Rule
 
 if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
+    from torchlint.rules.compile.questions import CompileQuestions
+
+
+def _questions(facts: ModuleFacts) -> CompileQuestions:
+    from torchlint.rules.compile.questions import CompileQuestions
+
+    return facts.analysis(CompileQuestions)
 
 
 class ModelNotCompiled(Rule):
@@ -46,18 +53,19 @@ class ModelNotCompiled(Rule):
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return  # XLA compiles through its own lazy tensors, not torch.compile's Inductor
-        for model in facts.trained_models:
-            if facts.compiled_somewhere(model) or not self._may_be_cuda(facts.model_device(model)):
+        questions = _questions(facts)
+        for model in facts.models.trained:
+            if questions.compiled_somewhere(model) or not self._may_be_cuda(facts.models.device(model)):
                 continue
-            if facts.is_one_layer(model):
+            if questions.is_one_layer(model):
                 continue  # one layer is one kernel: nothing for the compiler to fuse
-            if facts.is_rnn_bound(model):
+            if questions.is_rnn_bound(model):
                 continue  # Dynamo runs RNN modules eagerly: next to nothing would be compiled
-            if facts.demo_length_training:
+            if facts.training.demo_length:
                 continue  # a run of a few steps ends before compiling would pay for itself
-            if facts.makes_sparse_tensors:
+            if facts.training.makes_sparse_tensors:
                 continue  # Dynamo does not trace sparse tensors: the frame would run eagerly
-            if facts.double_backward:
+            if facts.models.double_backward:
                 continue  # `autograd.grad(..., create_graph=True)` (a gradient penalty): compile cannot
             builds = model.builds
             where = builds[-1].node if len(builds) == 1 else model.trained_at
@@ -98,7 +106,7 @@ class ModelNotCompiled(Rule):
             return (
                 "it is built and wrapped in one statement; compile the inner module before wrapping it"
             ), None
-        builtin = facts.builtin_module(model.expr, model.scope)
+        builtin = facts.models.builtin_module(model.expr, model.scope)
         wrapped = model.framework == "lightning" or builtin is not None
         anchor = built
         for event in model.of_kind("place"):
@@ -108,7 +116,7 @@ class ModelNotCompiled(Rule):
                 continue  # `model = ...` in a function that does not bind `model` would make it local there
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
-        against = facts.wrap_against_in_place_compile(model)
+        against = facts.models.wrap_against_in_place_compile(model)
         if against:
             return against, None
         if wrapped:  # Lightning documents `model = torch.compile(model)`; a built-in module needs it
@@ -122,7 +130,7 @@ class ModelNotCompiled(Rule):
                         f"{prefixed} the `state_dict` keys this script saves or loads with `_orig_mod.`",
                         None,
                     )
-                elsewhere = facts.state_dict_elsewhere(model)
+                elsewhere = facts.models.state_dict_elsewhere(model)
                 if elsewhere:
                     return f"{prefixed} its `state_dict` keys with `_orig_mod.`: {elsewhere}", None
             clash = facts.rebinding_clash(model.expr, anchor.scope) if anchor.scope is not None else ""
@@ -153,7 +161,7 @@ class ModelNotCompiled(Rule):
             trl_config = arguments.cls.startswith("trl.") and arguments.cls.endswith("Config")
             if not (arguments.cls.endswith("TrainingArguments") or trl_config):
                 continue
-            if not arguments.lacks("torch_compile") or facts.compile_sites:
+            if not arguments.lacks("torch_compile") or facts.models.compile_sites:
                 continue
             message = (
                 f"`{arguments.callee_text}(...)` trains without `torch_compile=True`: the Trainer runs the "
@@ -170,8 +178,8 @@ class CompileInLoop(Rule):
     needs_text = ("compile",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site in facts.compile_sites:
-            if site.call is None or site.call.conditional or not facts.runs_every_step(site):
+        for site in facts.models.compile_sites:
+            if site.call is None or site.call.conditional or not _questions(facts).runs_every_step(site):
                 continue
             message = (
                 f"{site.how} runs on every training step or epoch: each call builds a new compiled wrapper "
@@ -187,10 +195,10 @@ class CompiledModelNotUsed(Rule):
     needs_text = ("compile",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site in facts.compile_sites:
+        for site in facts.models.compile_sites:
             if site.compiled is None or site.call is None or site.in_place:
                 continue
-            if facts.runs_every_step(site):
+            if _questions(facts).runs_every_step(site):
                 continue  # TL102's finding: compiling once, before the loop, is the fix
             model = facts.code(site.compiled)
             scope = site.call.scope
@@ -199,8 +207,8 @@ class CompiledModelNotUsed(Rule):
                     f"the result of `{_head(facts.code(site.node))}` is dropped: `torch.compile` returns "
                     f"a compiled module and leaves `{model}` as it was, so nothing is compiled"
                 )
-                statement = facts.standalone_statement(site.node)
-            elif facts.compiled_result_unused(site):
+                statement = _questions(facts).standalone_statement(site.node)
+            elif _questions(facts).unused_result(site):
                 message = (
                     f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` "
                     "itself is called: training runs uncompiled"
@@ -223,7 +231,7 @@ class CompiledModelNotUsed(Rule):
             return "", None
         model = facts.code(site.compiled)
         options = facts.code_of_arguments(site.node, skip=1)
-        if facts.is_sequential(site.compiled, scope):
+        if facts.models.is_sequential(site.compiled, scope):
             clash = facts.rebinding_clash(site.compiled, scope)
             if clash:
                 return clash, None
@@ -256,8 +264,8 @@ class CompileAfterDistributedWrap(Rule):
     needs_text = ("compile",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site in facts.compile_sites:
-            wrapper = facts.wrapper_compiled(site)
+        for site in facts.models.compile_sites:
+            wrapper = _questions(facts).wrapper_compiled(site)
             if wrapper is None:
                 continue
             message = (
@@ -275,11 +283,11 @@ class SequentialCompileNoop(Rule):
     needs_text = ("compile",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        for site in facts.compile_sites:
+        for site in facts.models.compile_sites:
             if site.compiled is None or site.call is None or not site.in_place:
                 continue
             scope = site.call.scope
-            if not facts.is_sequential(site.compiled, scope):
+            if not facts.models.is_sequential(site.compiled, scope):
                 continue
             model = facts.code(site.compiled)
             message = (
@@ -292,7 +300,7 @@ class SequentialCompileNoop(Rule):
             yield self.finding(facts, site.node, message, fix)
 
     def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> tuple[str, Fix | None]:
-        statement = facts.standalone_statement(site.node)
+        statement = _questions(facts).standalone_statement(site.node)
         if statement is None or not facts.is_variable(site.compiled, scope):
             return "", None
         clash = facts.rebinding_clash(site.compiled, scope)

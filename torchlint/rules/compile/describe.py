@@ -1,0 +1,40 @@
+"""`debug facts`, the compile family's section: the trained models with what is done to each and whether
+they are compiled, and every compile site."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchlint.rules.compile.questions import CompileQuestions
+
+if TYPE_CHECKING:
+    from torchlint.facts import ModuleFacts
+
+
+def describe(facts: ModuleFacts) -> list[str]:
+    out: list[str] = []
+    line = facts.line_of
+    models = facts.models
+    questions = facts.analysis(CompileQuestions)
+    out.append("trained models:")
+    for model in models.trained:
+        out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")
+        for event in sorted(model.events, key=lambda event: event.offset):
+            text = facts.code(event.node).splitlines()[0]
+            flags = "".join(
+                (", conditional" if event.conditional else "", ", in a loop" if event.in_loop else "")
+            )
+            out.append(f"    line {line(event.node)}: {event.kind} `{text}`{flags}")
+        compiled = "yes" if questions.compiled_somewhere(model) else "no"
+        kind = ", an nn.Sequential" if models.is_sequential(model.expr, model.scope) else ""
+        out.append(f"    compiled: {compiled}; device: {models.device(model).label}{kind}")
+    if not models.trained:
+        out.append("  (none)")
+    out.append("compile sites:")
+    for site in models.compile_sites:
+        every = ", every training step" if questions.runs_every_step(site) else ""
+        what = f" of `{facts.code(site.compiled)}`" if site.compiled is not None else ""
+        out.append(f"  line {line(site.node)}: {site.how}{what}{every}")
+    if not models.compile_sites:
+        out.append("  (none)")
+    return out

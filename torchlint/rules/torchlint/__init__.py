@@ -1,0 +1,1 @@
+"""TL0xx, torchlint's own findings: files it could not analyse, `# noqa` comments that suppress nothing."""
