@@ -35,16 +35,14 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.module import Assignment
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
-from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
-from torchlint.facts.torch.composition import Composition, CompositionAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
+    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 4
@@ -83,9 +81,8 @@ _OPTIMIZER_FAMILIES = (
 # Every optimizer call names one of these (an import of torch.optim, a factory named *optimizer*, a class).
 _OPTIMIZER_TEXT = ("optim", "Optim", *_OPTIMIZER_CLASSES, *_OPTIMIZER_FAMILIES)
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
-_PLACEMENTS = {"to", "cuda", "to_empty"}
+PLACEMENTS = {"to", "cuda", "to_empty"}
 _KERAS_COMPILE = {"optimizer", "loss", "metrics", "loss_weights", "run_eagerly", "jit_compile"}
-_GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
 _WRAPPERS = {
     "torch.nn.parallel.DistributedDataParallel",
     "torch.nn.parallel.distributed.DistributedDataParallel",
@@ -97,7 +94,6 @@ _WRAPPERS = {
 }
 _COMPILERS = {"torch.compile", "torch._dynamo.optimize"}
 _COMPILE_KEYWORDS = {"compile", "torch_compile", "dynamo_backend", "compile_model", "use_compile"}
-_SEQUENTIAL = "torch.nn.Sequential"
 # Names of a loss module (`loss_fn`, `mel_loss_func`): not a model to compile.
 _LOSS_NAME_ENDINGS = ("loss_fn", "loss_func", "loss_function", "lossfn", "loss_module")
 
@@ -188,7 +184,7 @@ class ModelAnalysis:
     def _hands_optimizer_to_training(self, call: CallRecord) -> bool:
         """`train(args, model, loader, optimizer, epoch)` into a function this analysis cannot see (a star
         import, another package): named for training and given an optimizer built here."""
-        name = _last_name(call.node.func)
+        name = last_name(call.node.func)
         if "train" not in name.lower() or "pretrain" in name.lower():
             return False
         optimizers = {id(found.node) for found, _ in self._optimizers}
@@ -207,7 +203,7 @@ class ModelAnalysis:
             value = assignment.value
             if not isinstance(value, cst.Call):
                 continue
-            if _last_name(value.func).endswith("Trainer"):
+            if last_name(value.func).endswith("Trainer"):
                 return True
             found = self.source.resolve_class(value.func, assignment.scope)
             if found is not None:
@@ -270,9 +266,9 @@ class ModelAnalysis:
         if "criterion" in name or name.endswith(_LOSS_NAME_ENDINGS):
             return True
         values = self.source.assignments(model.expr, model.scope) or []
-        builds = [_unplaced(a.value) for a in values if not self._rebinds(model.expr, a.value)]
+        builds = [unplaced(a.value) for a in values if not self.rebinds(model.expr, a.value)]
         return bool(builds) and all(
-            isinstance(value, cst.Call) and _last_name(value.func).endswith(("Loss", "Criterion"))
+            isinstance(value, cst.Call) and last_name(value.func).endswith(("Loss", "Criterion"))
             for value in builds
         )
 
@@ -349,7 +345,7 @@ class ModelAnalysis:
         """An argument is something built here: a name or `self.x` assigned a call (`Net().to(device)`)."""
         source = self.source
         for arg in call.node.args:
-            value = _unplaced(arg.value)
+            value = unplaced(arg.value)
             if isinstance(value, cst.Name) or source.is_self_attribute(value, call.scope):
                 if any(isinstance(a.value, cst.Call) for a in source.assigned_values(value, call.scope)):
                     return True
@@ -414,11 +410,11 @@ class ModelAnalysis:
             return []  # no optimizer can be named without one of these
         found = []
         for call in source.calls:
-            if self._builds_optimizer(call):
+            if self.builds_optimizer(call):
                 found.append((call, f"`{source.code(call.node.func)}(...)`"))
         return found
 
-    def _builds_optimizer(self, call: CallRecord) -> bool:
+    def builds_optimizer(self, call: CallRecord) -> bool:
         source = self.source
         func = call.node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _MODEL_OPTIMIZER_METHODS:
@@ -431,7 +427,7 @@ class ModelAnalysis:
                 and bool(func.args)
                 and source.qualname(func.args[0].value, call.scope) == "torch.optim"
             )
-        last = _last_name(func)
+        last = last_name(func)
         if not last:
             return False
         if _is_factory(last) or last in _OPTIMIZER_CLASSES or _named_like_an_optimizer_class(last):
@@ -450,7 +446,7 @@ class ModelAnalysis:
                 return True
             for assigned in self.source.assigned_values(arg.value, call.scope):
                 record = self._call_records.get(id(assigned.value))
-                if record is not None and self._builds_optimizer(record):
+                if record is not None and self.builds_optimizer(record):
                     return True
         return False
 
@@ -470,7 +466,7 @@ class ModelAnalysis:
             if root is not None:
                 yield root, scope
             return
-        factory = _is_factory(_last_name(func))
+        factory = _is_factory(last_name(func))
         for arg in call.args:
             if factory and isinstance(arg.value, (cst.Name, cst.Attribute)):
                 root = self._root_of(arg.value, scope)
@@ -491,7 +487,7 @@ class ModelAnalysis:
                     root = self._root_of(func.value, scope)
                     if root is not None:
                         yield root, scope
-                elif _groups_parameters(_last_name(func)) and node.args and node.args[0].keyword is None:
+                elif groups_parameters(last_name(func)) and node.args and node.args[0].keyword is None:
                     # `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`: groups of its parameters
                     first = node.args[0].value
                     root = (
@@ -601,7 +597,7 @@ class ModelAnalysis:
         return any(self._builds_module(a.value, a.scope) for a in self.source.assigned_values(root, scope))
 
     def _builds_module(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        value = _unplaced(value)
+        value = unplaced(value)
         if not isinstance(value, cst.Call):
             return False
         qualname = self.source.qualname(value.func, scope) or ""
@@ -614,7 +610,7 @@ class ModelAnalysis:
     ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
         """The variable a caller hands over as the model (`train(model)`, `train(self.model)`)."""
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-            if expr.func.attr.value in _PLACEMENTS:  # train(model.to(device))
+            if expr.func.attr.value in PLACEMENTS:  # train(model.to(device))
                 yield from self._roots_of_value(expr.func.value, scope)
             return
         root = self._root_of(expr, scope) if isinstance(expr, (cst.Name, cst.Attribute)) else None
@@ -690,14 +686,14 @@ class ModelAnalysis:
             if positional:
                 self._classify(model, positional[0], scope, statement)
             return
-        if isinstance(func, cst.Attribute) and func.attr.value in _PLACEMENTS:
+        if isinstance(func, cst.Attribute) and func.attr.value in PLACEMENTS:
             self._event(model, "place", value, statement, scope)
             self._classify(model, func.value, scope, statement)
             return
         if isinstance(func, cst.Attribute) and func.attr.value in ("compile",):
             self._event(model, "compile", value, statement, scope)
             return
-        wrapped = [a.value for a in value.args if self._mentions_model(model, a.value, scope)]
+        wrapped = [a.value for a in value.args if self.mentions_model(model, a.value, scope)]
         if qualname in _WRAPPERS or wrapped or self._is_prepare(func):
             self._event(model, "wrap", value, statement, scope)
             if positional and not wrapped:
@@ -720,9 +716,9 @@ class ModelAnalysis:
             )
         return False
 
-    def _mentions_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
+    def mentions_model(self, model: Model, expr: cst.BaseExpression, scope: Scope) -> bool:
         """`expr` is the model, or the model placed (`model.to(device)`)."""
-        return self._is_model(model, _unplaced(expr), scope)
+        return self._is_model(model, unplaced(expr), scope)
 
     def _call_on_model(self, model: Model, call: CallRecord) -> None:
         """Calls that act on the model: `model.to(...)`, `model.compile()`, `torch.save(model)`, EMA
@@ -732,7 +728,7 @@ class ModelAnalysis:
         alone = self._standalone(call.node)
         if isinstance(func, cst.Attribute) and self._is_model(model, func.value, call.scope):
             method = func.attr.value
-            if method in _PLACEMENTS and alone:
+            if method in PLACEMENTS and alone:
                 self._event(model, "place", call.node, call.node, call.scope)
             elif method == "compile":
                 self._event(model, "compile", call.node, call.node if alone else None, call.scope)
@@ -745,7 +741,7 @@ class ModelAnalysis:
         if not positional:
             return
         qualname = source.qualname(func, call.scope) or ""
-        if qualname in _COMPILERS and self._mentions_model(model, positional[0], call.scope):
+        if qualname in _COMPILERS and self.mentions_model(model, positional[0], call.scope):
             if not self._assigned_to_model(model, call.node):
                 self._event(model, "compile", call.node, call.node if alone else None, call.scope)
             return
@@ -753,9 +749,9 @@ class ModelAnalysis:
         if qualname == "torch.save" and self._is_model(model, first, call.scope, aliases=True):
             self._event(model, "save-whole", call.node, None, call.scope)
             return
-        name = qualname.rsplit(".", 1)[-1] if qualname else _last_name(func)
+        name = qualname.rsplit(".", 1)[-1] if qualname else last_name(func)
         ema = "ema" in name.lower() or name in ("AveragedModel", "deepcopy")
-        if ema and any(self._is_model(model, _unplaced(p), call.scope, aliases=True) for p in positional):
+        if ema and any(self._is_model(model, unplaced(p), call.scope, aliases=True) for p in positional):
             self._event(model, "ema", call.node, None, call.scope)
             return
         if qualname in _WRAPPERS and alone and self._is_model(model, first, call.scope):
@@ -765,7 +761,7 @@ class ModelAnalysis:
         """A project function or class given the model (`Trainer(cfg, model)`) may compile it: its module
         is involved."""
         source = self.source
-        if not any(self._mentions_model(model, arg.value, call.scope) for arg in call.node.args):
+        if not any(self.mentions_model(model, arg.value, call.scope) for arg in call.node.args):
             return
         target = source.callee(call)
         home = target[0] if target is not None else None
@@ -794,104 +790,6 @@ class ModelAnalysis:
             for small in line.body
             if isinstance(small, cst.Expr) and len(line.body) == 1
         }
-
-    # -- the state_dict in the code the model is handed to ---------------------------------------------
-
-    def state_dict_elsewhere(self, model: Model) -> str:
-        """How the model's `state_dict` may be saved or loaded by code it is handed to ("" when by none): a
-        function, here or in another project file, that calls `state_dict()` / `load_state_dict()` on it or
-        pickles it, also through the functions it hands the model on to; or code this analysis cannot follow
-        into (unknown, so it may). `torch.compile(model)` would prefix those keys with `_orig_mod.`."""
-        source = self.source
-        for call in source.calls:
-            for arg in call.node.args:
-                if self._mentions_model(model, arg.value, call.scope):
-                    found = self._handed_over(call, arg.value, "", 0, set())
-                    if found:
-                        return found
-        return ""
-
-    def _handed_over(
-        self, call: CallRecord, given: cst.BaseExpression, label: str, depth: int, seen: set
-    ) -> str:
-        """Why `call`, given the model as `given`, may save or load its `state_dict` ("": it does not).
-        `label` names the call of the checked module the model went through (empty at the first call)."""
-        source = self.source
-        func = call.node.func
-        qualname = source.qualname(func, call.scope) or ""
-        here = f"`{_head(source.code(func))}(...)`"
-        if qualname == "torch.save":
-            return f"{label or here} pickles it whole"
-        if qualname.startswith(("torch.", "logging.")) or qualname in _HARMLESS_BUILTINS:
-            return ""
-        if self._builds_optimizer(call) or _groups_parameters(_last_name(func)):
-            return ""  # builds an optimizer (or its parameter groups) from its parameters
-        target = source.callee(call)
-        if not label:
-            label = here
-            if target is not None and target[0] is not source:
-                label = f"{here} ({relative_path(target[0].path, source.path)})"
-        cannot = (
-            f"it is handed to {here}, which torchlint cannot follow"
-            if label == here
-            else (f"{label} hands it on to {here}, which torchlint cannot follow")
-        )
-        if target is None or depth >= MAX_DEPTH:
-            return cannot
-        home, function = target
-        names = [p.name.value for p in _all_parameters(function)]
-        param = next((name for name in names if argument_for(call.node, function, name) is given), None)
-        if param is None:
-            return cannot
-        return home.analysis(ModelAnalysis)._parameter_state(function, param, label, depth + 1, seen)
-
-    def _parameter_state(
-        self, function: FunctionRecord, param: str, label: str, depth: int, seen: set
-    ) -> str:
-        """Why `function` may save or load the `state_dict` of the module passed as `param` ("": it does
-        not): `param.state_dict()`, `param.load_state_dict(...)`, or handing it to code that may."""
-        key = (id(function), param)
-        if key in seen:
-            return ""
-        seen.add(key)
-        source = self.source
-        bindings = [b for b in function.scope.bindings.get(param, []) if b.kind is BindingKind.PARAM]
-        if not bindings:
-            return f"{label} hands it on to code torchlint cannot follow"
-        for ref in source.references_of(bindings[0]):
-            if ref.attrs:
-                if ref.attrs[0] in ("state_dict", "load_state_dict"):
-                    return f"{label} saves or loads its `state_dict`"
-                if len(ref.attrs) == 1 and ref.attrs[0] in _PLACEMENTS and ref.call is not None:
-                    found = self._use_of(ref.call, param, label, depth, seen)  # `param.to(device)` as a value
-                    if found:
-                        return found
-                continue  # `param.parameters()`, `param.train()`: its own methods
-            if ref.call is not None:
-                continue  # `param(x)`: a forward pass
-            found = self._use_of(ref.expr, param, label, depth, seen)
-            if found:
-                return found
-        return ""
-
-    def _use_of(self, expr: cst.BaseExpression, param: str, label: str, depth: int, seen: set) -> str:
-        """Why a use of the model as a value (`save(m, path)`, `self.m = m`) may reach its `state_dict`."""
-        call = self._argument_calls.get(id(expr))
-        if call is not None:
-            return self._handed_over(call, expr, label, depth, seen)
-        if id(expr) in self._expression_statements:
-            return ""  # `param.to(device)` alone
-        statement = self.source.assignment_of(expr)
-        if isinstance(statement, cst.Assign) and all(
-            isinstance(t.target, cst.Name) and t.target.value == param for t in statement.targets
-        ):
-            return ""  # `param = param.to(device)`: the same name again
-        return f"{label} keeps it where torchlint cannot follow it"
-
-    @cached_property
-    def _argument_calls(self) -> dict[int, CallRecord]:
-        """Every call argument's value, by id, with its call."""
-        return {id(arg.value): call for call in self.source.calls for arg in call.node.args}
 
     # -- compile sites ----------------------------------------------------------------------------------
 
@@ -937,125 +835,11 @@ class ModelAnalysis:
                 sites.append(CompileSite(reference.expr, f"`{source.code(reference.expr)}`", None, None))
         return sites
 
-    @cached_property
-    def sequential_classes(self) -> set[int]:
-        """Classes of this module that are `nn.Sequential` without a `forward` of their own."""
-        return {id(cls.node) for cls in self.source.classes if self._is_sequential_class(cls, self.source)}
-
-    def _is_sequential_class(self, cls: ClassRecord, home: SourceModule, depth: int = 0) -> bool:
-        if "forward" in cls.methods or depth > MAX_DEPTH:
-            return False
-        for base in cls.node.bases:
-            if home.qualname(base.value, cls.scope) == _SEQUENTIAL:
-                return True
-            found = home.resolve_class(base.value, cls.scope)
-            if found is not None and self._is_sequential_class(found[1], found[0], depth + 1):
-                return True
-        return False
-
-    def is_sequential(self, expr: cst.BaseExpression, scope: Scope) -> bool:
-        """`expr` holds an `nn.Sequential` (built here, directly or through a variable or `self.x`)."""
-        return self.builtin_module(expr, scope) == "Sequential"
-
-    def builtin_module(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
-        """The `torch.nn` class `expr` holds when it is a built-in module (`Linear`, `LSTM`; `Sequential` also
-        for a project subclass without a `forward`), built here, directly or through a variable or `self.x`.
-        Their in-place `.compile()` compiles nothing: Dynamo skips torch.nn's own `_call_impl` (measured on
-        torch 2.13: `nn.Linear(4, 4).compile()` captures no graph, `torch.compile(linear)` one)."""
-        if depth > MAX_DEPTH:
-            return None
-        source = self.source
-        expr = _unplaced(expr)
-        if isinstance(expr, cst.Call):
-            qualname = source.qualname(expr.func, scope) or ""
-            if qualname.startswith("torch.nn.") and qualname.count(".") == 2:
-                last = qualname.rsplit(".", 1)[1]
-                return last if last[:1].isupper() and last not in ("Module", "Parameter") else None
-            found = source.resolve_class(expr.func, scope)
-            return (
-                "Sequential" if found is not None and self._is_sequential_class(found[1], found[0]) else None
-            )
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            values = source.assignments(expr, scope) or []
-            builds = [a for a in values if not self._rebinds(expr, a.value)]
-            kinds = {self.builtin_module(a.value, a.scope, depth + 1) for a in builds}
-            return kinds.pop() if len(kinds) == 1 else None
-        return None
-
-    def compositions(self, model: Model) -> list[Composition] | None:
-        """What the model computes, once per way it may be built (`nn.LSTM(...)`, `Net()` of a project
-        class); None when one of them is unknown (a factory, a library model, a module handed in)."""
-        found: list[Composition] = []
-        if not self._compositions(model.expr, model.scope, found, 0) or not found:
-            return None
-        return found
-
-    def _compositions(self, expr: cst.BaseExpression, scope: Scope, found: list, depth: int) -> bool:
-        if depth > MAX_DEPTH:
-            return False
-        expr = _unplaced(expr)
-        if isinstance(expr, cst.Call):
-            composition = self.source.analysis(CompositionAnalysis).of_built(expr, scope)
-            if composition is not None:
-                found.append(composition)
-            return composition is not None
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            values = self.source.assignments(expr, scope)
-            builds = [a for a in values or [] if not self._rebinds(expr, a.value)]
-            return bool(builds) and all(
-                self._compositions(a.value, a.scope, found, depth + 1) for a in builds
-            )
-        return False
-
-    def wrap_against_in_place_compile(self, model: Model) -> str | None:
-        """Why the wrapper the model goes into rules out compiling it in place first (None: nothing does):
-        `nn.DataParallel` replicates the module and would run the compiled call bound to the original's
-        parameters; FSDP1 without `use_orig_params=True` flattens the parameters Dynamo traced, so the graph
-        breaks at every FSDP unit."""
-        for event in model.of_kind("wrap"):
-            call = event.node
-            if not isinstance(call, cst.Call):
-                continue
-            qualname = self.source.qualname(call.func, model.scope) or ""
-            if qualname.endswith(".DataParallel"):
-                return (
-                    "it is wrapped in `nn.DataParallel`, whose replicas would run an in-place compiled call "
-                    "bound to the original module's parameters"
-                )
-            keeps_originals = any(
-                arg.keyword is not None
-                and arg.keyword.value == "use_orig_params"
-                and not is_false_constant(arg.value)
-                for arg in call.args
-            )
-            if qualname.endswith("FullyShardedDataParallel") and not keeps_originals:
-                return (
-                    "it is wrapped in FSDP without `use_orig_params=True`, which flattens the parameters the "
-                    "compiled graph would use (compile the FSDP module with `use_orig_params=True` instead)"
-                )
-        return None
-
-    @cached_property
-    def double_backward(self) -> bool:
-        """`torch.autograd.grad(..., create_graph=True)` here (a gradient penalty, MAML): the graph is
-        differentiated twice, which `torch.compile`'s AOT autograd does not support."""
-        for call in self.source.calls:
-            if (self.source.qualname(call.node.func, call.scope) or "") not in _GRAD_FUNCTIONS:
-                continue
-            for arg in call.node.args:
-                if (
-                    arg.keyword is not None
-                    and arg.keyword.value == "create_graph"
-                    and not is_false_constant(arg.value)
-                ):
-                    return True
-        return False
-
-    def _rebinds(self, expr: cst.BaseExpression, value: cst.BaseExpression) -> bool:
+    def rebinds(self, expr: cst.BaseExpression, value: cst.BaseExpression) -> bool:
         """`model = model.to(device)`, `model = DDP(model)`: the same module again (placed or wrapped), not a
         new build; what it is, is decided where it was built."""
         code = self.source.code(expr)
-        value = _unplaced(value)
+        value = unplaced(value)
         if isinstance(value, cst.Call) and any(
             self.source.code(arg.value) == code for arg in value.args if not arg.keyword
         ):
@@ -1100,27 +884,10 @@ def relative_path(path: str, seen_from: str) -> str:
         return path
 
 
-# Builtins that only read or show what they are given (`print(model)`).
-_HARMLESS_BUILTINS = {
-    "print", "len", "repr", "str", "id", "type", "isinstance", "issubclass", "hasattr", "getattr", "callable",
-    "format",
-}  # fmt: skip
-
-
-def _all_parameters(function: FunctionRecord) -> list[cst.Param]:
-    params = function.node.params
-    return [*params.posonly_params, *params.params, *params.kwonly_params]
-
-
-def _head(code: str) -> str:
-    """A callee's code for a message: its first line."""
-    return code.splitlines()[0] if code else code
-
-
-def _unplaced(expr: cst.BaseExpression) -> cst.BaseExpression:
+def unplaced(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`Net().to(device).cuda()` -> `Net()`: the module a chain of placements moves."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value not in _PLACEMENTS:
+        if expr.func.attr.value not in PLACEMENTS:
             break
         expr = expr.func.value
     return expr
@@ -1133,7 +900,7 @@ def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
-def _last_name(func: cst.BaseExpression) -> str:
+def last_name(func: cst.BaseExpression) -> str:
     """The called name: `AdamW` of `torch.optim.AdamW`, `smart_optimizer`; "" for other callees."""
     if isinstance(func, cst.Name):
         return func.value
@@ -1177,7 +944,7 @@ def _is_factory(name: str) -> bool:
     return name.islower() and "optimizer" in name and not any(word in name for word in _NOT_FACTORY_WORDS)
 
 
-def _groups_parameters(name: str) -> bool:
+def groups_parameters(name: str) -> bool:
     """A helper that returns parameter groups of the module it is given: timm's `add_weight_decay` /
     `param_groups_weight_decay`, MAE's `param_groups_lrd`, `get_parameter_groups(model)`."""
     name = name.lower()

@@ -26,7 +26,7 @@ def describe(facts: ModuleFacts) -> list[str]:
             )
             out.append(f"    line {line(event.node)}: {event.kind} `{text}`{flags}")
         compiled = "yes" if questions.compiled_somewhere(model) else "no"
-        kind = ", an nn.Sequential" if models.is_sequential(model.expr, model.scope) else ""
+        kind = ", an nn.Sequential" if questions.is_sequential(model.expr, model.scope) else ""
         out.append(f"    compiled: {compiled}; device: {models.device(model).label}{kind}")
     if not models.trained:
         out.append("  (none)")

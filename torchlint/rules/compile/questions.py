@@ -6,14 +6,27 @@ and `TrainingAnalysis`, kept apart from how models are found.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.torch.models import ModelAnalysis
-from torchlint.facts.torch.training import MAX_DEPTH, TrainingAnalysis
+from torchlint.facts.syntax.calls import argument_for
+from torchlint.facts.syntax.names import BindingKind
+from torchlint.facts.syntax.values import is_false_constant
+from torchlint.facts.torch.composition import Composition, CompositionAnalysis
+from torchlint.facts.torch.models import (
+    MAX_DEPTH,
+    PLACEMENTS,
+    ModelAnalysis,
+    groups_parameters,
+    last_name,
+    relative_path,
+    unplaced,
+)
+from torchlint.facts.torch.training import TrainingAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord
+    from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.syntax.names import Scope
     from torchlint.facts.torch.models import CompileSite, Model
@@ -24,8 +37,14 @@ class CompileQuestions:
 
     def __init__(self, source: SourceModule) -> None:
         self.source = source
-        self.models = source.analysis(ModelAnalysis)
-        self.training = source.analysis(TrainingAnalysis)
+
+    @cached_property
+    def models(self) -> ModelAnalysis:
+        return self.source.analysis(ModelAnalysis)
+
+    @cached_property
+    def training(self) -> TrainingAnalysis:
+        return self.source.analysis(TrainingAnalysis)
 
     def compiled_somewhere(self, model: Model) -> bool:
         """Compiled, or built, trained or handed over in a module that asks for compilation somewhere."""
@@ -103,7 +122,7 @@ class CompileQuestions:
     def is_one_layer(self, model: Model) -> bool:
         """The model is one built-in layer that runs as one kernel (`nn.Linear(20, 1)`, a convolution), also
         behind a project module whose forward only reshapes around it."""
-        found = self.models.compositions(model)
+        found = self.compositions(model)
         return found is not None and all(composition.is_one_layer for composition in found)
 
     def is_rnn_bound(self, model: Model) -> bool:
@@ -111,8 +130,217 @@ class CompileQuestions:
         eagerly (unless the code sets `torch._dynamo.config.allow_rnn`)."""
         if any("allow_rnn" in module.text for module in model.involved):
             return False
-        found = self.models.compositions(model)
+        found = self.compositions(model)
         return found is not None and all(composition.is_rnn_bound for composition in found)
+
+    # -- the state_dict in the code the model is handed to ---------------------------------------------
+
+    def state_dict_elsewhere(self, model: Model) -> str:
+        """How the model's `state_dict` may be saved or loaded by code it is handed to ("" when by none): a
+        function, here or in another project file, that calls `state_dict()` / `load_state_dict()` on it or
+        pickles it, also through the functions it hands the model on to; or code this analysis cannot follow
+        into (unknown, so it may). `torch.compile(model)` would prefix those keys with `_orig_mod.`."""
+        source = self.source
+        for call in source.calls:
+            for arg in call.node.args:
+                if self.models.mentions_model(model, arg.value, call.scope):
+                    found = self._handed_over(call, arg.value, "", 0, set())
+                    if found:
+                        return found
+        return ""
+
+    def _handed_over(
+        self, call: CallRecord, given: cst.BaseExpression, label: str, depth: int, seen: set
+    ) -> str:
+        """Why `call`, given the model as `given`, may save or load its `state_dict` ("": it does not).
+        `label` names the call of the checked module the model went through (empty at the first call)."""
+        source = self.source
+        func = call.node.func
+        qualname = source.qualname(func, call.scope) or ""
+        here = f"`{_head(source.code(func))}(...)`"
+        if qualname == "torch.save":
+            return f"{label or here} pickles it whole"
+        if qualname.startswith(("torch.", "logging.")) or qualname in _HARMLESS_BUILTINS:
+            return ""
+        if self.models.builds_optimizer(call) or groups_parameters(last_name(func)):
+            return ""  # builds an optimizer (or its parameter groups) from its parameters
+        target = source.callee(call)
+        if not label:
+            label = here
+            if target is not None and target[0] is not source:
+                label = f"{here} ({relative_path(target[0].path, source.path)})"
+        cannot = (
+            f"it is handed to {here}, which torchlint cannot follow"
+            if label == here
+            else (f"{label} hands it on to {here}, which torchlint cannot follow")
+        )
+        if target is None or depth >= MAX_DEPTH:
+            return cannot
+        home, function = target
+        names = [p.name.value for p in _all_parameters(function)]
+        param = next((name for name in names if argument_for(call.node, function, name) is given), None)
+        if param is None:
+            return cannot
+        return home.analysis(CompileQuestions)._parameter_state(function, param, label, depth + 1, seen)
+
+    def _parameter_state(
+        self, function: FunctionRecord, param: str, label: str, depth: int, seen: set
+    ) -> str:
+        """Why `function` may save or load the `state_dict` of the module passed as `param` ("": it does
+        not): `param.state_dict()`, `param.load_state_dict(...)`, or handing it to code that may."""
+        key = (id(function), param)
+        if key in seen:
+            return ""
+        seen.add(key)
+        source = self.source
+        bindings = [b for b in function.scope.bindings.get(param, []) if b.kind is BindingKind.PARAM]
+        if not bindings:
+            return f"{label} hands it on to code torchlint cannot follow"
+        for ref in source.references_of(bindings[0]):
+            if ref.attrs:
+                if ref.attrs[0] in ("state_dict", "load_state_dict"):
+                    return f"{label} saves or loads its `state_dict`"
+                if len(ref.attrs) == 1 and ref.attrs[0] in PLACEMENTS and ref.call is not None:
+                    found = self._use_of(ref.call, param, label, depth, seen)  # `param.to(device)` as a value
+                    if found:
+                        return found
+                continue  # `param.parameters()`, `param.train()`: its own methods
+            if ref.call is not None:
+                continue  # `param(x)`: a forward pass
+            found = self._use_of(ref.expr, param, label, depth, seen)
+            if found:
+                return found
+        return ""
+
+    def _use_of(self, expr: cst.BaseExpression, param: str, label: str, depth: int, seen: set) -> str:
+        """Why a use of the model as a value (`save(m, path)`, `self.m = m`) may reach its `state_dict`."""
+        call = self._argument_calls.get(id(expr))
+        if call is not None:
+            return self._handed_over(call, expr, label, depth, seen)
+        if self.models.statement_of(expr) is not None:
+            return ""  # `param.to(device)` alone
+        statement = self.source.assignment_of(expr)
+        if isinstance(statement, cst.Assign) and all(
+            isinstance(t.target, cst.Name) and t.target.value == param for t in statement.targets
+        ):
+            return ""  # `param = param.to(device)`: the same name again
+        return f"{label} keeps it where torchlint cannot follow it"
+
+    @cached_property
+    def _argument_calls(self) -> dict[int, CallRecord]:
+        """Every call argument's value, by id, with its call."""
+        return {id(arg.value): call for call in self.source.calls for arg in call.node.args}
+
+    def _is_sequential_class(self, cls: ClassRecord, home: SourceModule, depth: int = 0) -> bool:
+        if "forward" in cls.methods or depth > MAX_DEPTH:
+            return False
+        for base in cls.node.bases:
+            if home.qualname(base.value, cls.scope) == _SEQUENTIAL:
+                return True
+            found = home.resolve_class(base.value, cls.scope)
+            if found is not None and self._is_sequential_class(found[1], found[0], depth + 1):
+                return True
+        return False
+
+    def is_sequential(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`expr` holds an `nn.Sequential` (built here, directly or through a variable or `self.x`)."""
+        return self.builtin_module(expr, scope) == "Sequential"
+
+    def builtin_module(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+        """The `torch.nn` class `expr` holds when it is a built-in module (`Linear`, `LSTM`; `Sequential` also
+        for a project subclass without a `forward`), built here, directly or through a variable or `self.x`.
+        Their in-place `.compile()` compiles nothing: Dynamo skips torch.nn's own `_call_impl` (measured on
+        torch 2.13: `nn.Linear(4, 4).compile()` captures no graph, `torch.compile(linear)` one)."""
+        if depth > MAX_DEPTH:
+            return None
+        source = self.source
+        expr = unplaced(expr)
+        if isinstance(expr, cst.Call):
+            qualname = source.qualname(expr.func, scope) or ""
+            if qualname.startswith("torch.nn.") and qualname.count(".") == 2:
+                last = qualname.rsplit(".", 1)[1]
+                return last if last[:1].isupper() and last not in ("Module", "Parameter") else None
+            found = source.resolve_class(expr.func, scope)
+            return (
+                "Sequential" if found is not None and self._is_sequential_class(found[1], found[0]) else None
+            )
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            values = source.assignments(expr, scope) or []
+            builds = [a for a in values if not self.models.rebinds(expr, a.value)]
+            kinds = {self.builtin_module(a.value, a.scope, depth + 1) for a in builds}
+            return kinds.pop() if len(kinds) == 1 else None
+        return None
+
+    def compositions(self, model: Model) -> list[Composition] | None:
+        """What the model computes, once per way it may be built (`nn.LSTM(...)`, `Net()` of a project
+        class); None when one of them is unknown (a factory, a library model, a module handed in)."""
+        found: list[Composition] = []
+        if not self._compositions(model.expr, model.scope, found, 0) or not found:
+            return None
+        return found
+
+    def _compositions(self, expr: cst.BaseExpression, scope: Scope, found: list, depth: int) -> bool:
+        if depth > MAX_DEPTH:
+            return False
+        expr = unplaced(expr)
+        if isinstance(expr, cst.Call):
+            composition = self.source.analysis(CompositionAnalysis).of_built(expr, scope)
+            if composition is not None:
+                found.append(composition)
+            return composition is not None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            values = self.source.assignments(expr, scope)
+            builds = [a for a in values or [] if not self.models.rebinds(expr, a.value)]
+            return bool(builds) and all(
+                self._compositions(a.value, a.scope, found, depth + 1) for a in builds
+            )
+        return False
+
+    def wrap_against_in_place_compile(self, model: Model) -> str | None:
+        """Why the wrapper the model goes into rules out compiling it in place first (None: nothing does):
+        `nn.DataParallel` replicates the module and would run the compiled call bound to the original's
+        parameters; FSDP1 without `use_orig_params=True` flattens the parameters Dynamo traced, so the graph
+        breaks at every FSDP unit."""
+        for event in model.of_kind("wrap"):
+            call = event.node
+            if not isinstance(call, cst.Call):
+                continue
+            qualname = self.source.qualname(call.func, model.scope) or ""
+            if qualname.endswith(".DataParallel"):
+                return (
+                    "it is wrapped in `nn.DataParallel`, whose replicas would run an in-place compiled call "
+                    "bound to the original module's parameters"
+                )
+            keeps_originals = any(
+                arg.keyword is not None
+                and arg.keyword.value == "use_orig_params"
+                and not is_false_constant(arg.value)
+                for arg in call.args
+            )
+            if qualname.endswith("FullyShardedDataParallel") and not keeps_originals:
+                return (
+                    "it is wrapped in FSDP without `use_orig_params=True`, which flattens the parameters the "
+                    "compiled graph would use (compile the FSDP module with `use_orig_params=True` instead)"
+                )
+        return None
+
+    @cached_property
+    def double_backward(self) -> bool:
+        """`torch.autograd.grad(..., create_graph=True)` here (a gradient penalty, MAML): the graph is
+        differentiated twice, which `torch.compile`'s AOT autograd does not support."""
+        for call in self.source.calls:
+            if (self.source.qualname(call.node.func, call.scope) or "") not in _GRAD_FUNCTIONS:
+                continue
+            for arg in call.node.args:
+                if (
+                    arg.keyword is not None
+                    and arg.keyword.value == "create_graph"
+                    and not is_false_constant(arg.value)
+                ):
+                    return True
+        return False
+
+    # -- the wrapper a compile site compiles ----------------------------------------------------------
 
     def wrapper_compiled(self, site: CompileSite) -> str | None:
         """The distributed wrapper (`DistributedDataParallel`, `FullyShardedDataParallel`) that `site`
@@ -153,3 +381,21 @@ _DISTRIBUTED_WRAPPERS = {
     "torch.distributed.fsdp.FullyShardedDataParallel",
     "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
 }
+
+_SEQUENTIAL = "torch.nn.Sequential"
+_GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
+# Builtins that only read or show what they are given (`print(model)`).
+_HARMLESS_BUILTINS = {
+    "print", "len", "repr", "str", "id", "type", "isinstance", "issubclass", "hasattr", "getattr", "callable",
+    "format",
+}  # fmt: skip
+
+
+def _all_parameters(function: FunctionRecord) -> list[cst.Param]:
+    params = function.node.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _head(code: str) -> str:
+    """A callee's code for a message: its first line."""
+    return code.splitlines()[0] if code else code

@@ -65,7 +65,7 @@ class ModelNotCompiled(Rule):
                 continue  # a run of a few steps ends before compiling would pay for itself
             if facts.training.makes_sparse_tensors:
                 continue  # Dynamo does not trace sparse tensors: the frame would run eagerly
-            if facts.models.double_backward:
+            if questions.double_backward:
                 continue  # `autograd.grad(..., create_graph=True)` (a gradient penalty): compile cannot
             builds = model.builds
             where = builds[-1].node if len(builds) == 1 else model.trained_at
@@ -106,7 +106,7 @@ class ModelNotCompiled(Rule):
             return (
                 "it is built and wrapped in one statement; compile the inner module before wrapping it"
             ), None
-        builtin = facts.models.builtin_module(model.expr, model.scope)
+        builtin = _questions(facts).builtin_module(model.expr, model.scope)
         wrapped = model.framework == "lightning" or builtin is not None
         anchor = built
         for event in model.of_kind("place"):
@@ -116,7 +116,7 @@ class ModelNotCompiled(Rule):
                 continue  # `model = ...` in a function that does not bind `model` would make it local there
             if event.statement is not None and not event.conditional and not event.in_loop:
                 anchor = event
-        against = facts.models.wrap_against_in_place_compile(model)
+        against = _questions(facts).wrap_against_in_place_compile(model)
         if against:
             return against, None
         if wrapped:  # Lightning documents `model = torch.compile(model)`; a built-in module needs it
@@ -130,7 +130,7 @@ class ModelNotCompiled(Rule):
                         f"{prefixed} the `state_dict` keys this script saves or loads with `_orig_mod.`",
                         None,
                     )
-                elsewhere = facts.models.state_dict_elsewhere(model)
+                elsewhere = _questions(facts).state_dict_elsewhere(model)
                 if elsewhere:
                     return f"{prefixed} its `state_dict` keys with `_orig_mod.`: {elsewhere}", None
             clash = facts.rebinding_clash(model.expr, anchor.scope) if anchor.scope is not None else ""
@@ -231,7 +231,7 @@ class CompiledModelNotUsed(Rule):
             return "", None
         model = facts.code(site.compiled)
         options = facts.code_of_arguments(site.node, skip=1)
-        if facts.models.is_sequential(site.compiled, scope):
+        if _questions(facts).is_sequential(site.compiled, scope):
             clash = facts.rebinding_clash(site.compiled, scope)
             if clash:
                 return clash, None
@@ -287,7 +287,7 @@ class SequentialCompileNoop(Rule):
             if site.compiled is None or site.call is None or not site.in_place:
                 continue
             scope = site.call.scope
-            if not facts.models.is_sequential(site.compiled, scope):
+            if not _questions(facts).is_sequential(site.compiled, scope):
                 continue
             model = facts.code(site.compiled)
             message = (
