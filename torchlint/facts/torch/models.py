@@ -37,6 +37,7 @@ from torchlint.facts.syntax.module import Assignment
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
+from torchlint.facts.torch.composition import Composition, CompositionAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
@@ -834,6 +835,33 @@ class ModelAnalysis:
             elif reference.call is None:  # `compile_fn = torch.compile if args.compile else ...`
                 sites.append(CompileSite(reference.expr, f"`{source.code(reference.expr)}`", None, None))
         return sites
+
+    # -- what a model is made of -------------------------------------------------------------------
+
+    def compositions(self, model: Model) -> list[Composition] | None:
+        """What the model computes, once per way it may be built (`nn.LSTM(...)`, `Net()` of a project
+        class); None when one of them is unknown (a factory, a library model, a module handed in)."""
+        found: list[Composition] = []
+        if not self._compositions(model.expr, model.scope, found, 0) or not found:
+            return None
+        return found
+
+    def _compositions(self, expr: cst.BaseExpression, scope: Scope, found: list, depth: int) -> bool:
+        if depth > MAX_DEPTH:
+            return False
+        expr = unplaced(expr)
+        if isinstance(expr, cst.Call):
+            composition = self.source.analysis(CompositionAnalysis).of_built(expr, scope)
+            if composition is not None:
+                found.append(composition)
+            return composition is not None
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            values = self.source.assignments(expr, scope)
+            builds = [a for a in values or [] if not self.rebinds(expr, a.value)]
+            return bool(builds) and all(
+                self._compositions(a.value, a.scope, found, depth + 1) for a in builds
+            )
+        return False
 
     def rebinds(self, expr: cst.BaseExpression, value: cst.BaseExpression) -> bool:
         """`model = model.to(device)`, `model = DDP(model)`: the same module again (placed or wrapped), not a

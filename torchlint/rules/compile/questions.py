@@ -13,7 +13,6 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind
 from torchlint.facts.syntax.values import is_false_constant
-from torchlint.facts.torch.composition import Composition, CompositionAnalysis
 from torchlint.facts.torch.models import (
     MAX_DEPTH,
     PLACEMENTS,
@@ -122,7 +121,7 @@ class CompileQuestions:
     def is_one_layer(self, model: Model) -> bool:
         """The model is one built-in layer that runs as one kernel (`nn.Linear(20, 1)`, a convolution), also
         behind a project module whose forward only reshapes around it."""
-        found = self.compositions(model)
+        found = self.models.compositions(model)
         return found is not None and all(composition.is_one_layer for composition in found)
 
     def is_rnn_bound(self, model: Model) -> bool:
@@ -130,7 +129,7 @@ class CompileQuestions:
         eagerly (unless the code sets `torch._dynamo.config.allow_rnn`)."""
         if any("allow_rnn" in module.text for module in model.involved):
             return False
-        found = self.compositions(model)
+        found = self.models.compositions(model)
         return found is not None and all(composition.is_rnn_bound for composition in found)
 
     # -- the state_dict in the code the model is handed to ---------------------------------------------
@@ -270,31 +269,6 @@ class CompileQuestions:
             kinds = {self.builtin_module(a.value, a.scope, depth + 1) for a in builds}
             return kinds.pop() if len(kinds) == 1 else None
         return None
-
-    def compositions(self, model: Model) -> list[Composition] | None:
-        """What the model computes, once per way it may be built (`nn.LSTM(...)`, `Net()` of a project
-        class); None when one of them is unknown (a factory, a library model, a module handed in)."""
-        found: list[Composition] = []
-        if not self._compositions(model.expr, model.scope, found, 0) or not found:
-            return None
-        return found
-
-    def _compositions(self, expr: cst.BaseExpression, scope: Scope, found: list, depth: int) -> bool:
-        if depth > MAX_DEPTH:
-            return False
-        expr = unplaced(expr)
-        if isinstance(expr, cst.Call):
-            composition = self.source.analysis(CompositionAnalysis).of_built(expr, scope)
-            if composition is not None:
-                found.append(composition)
-            return composition is not None
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            values = self.source.assignments(expr, scope)
-            builds = [a for a in values or [] if not self.models.rebinds(expr, a.value)]
-            return bool(builds) and all(
-                self._compositions(a.value, a.scope, found, depth + 1) for a in builds
-            )
-        return False
 
     def wrap_against_in_place_compile(self, model: Model) -> str | None:
         """Why the wrapper the model goes into rules out compiling it in place first (None: nothing does):
