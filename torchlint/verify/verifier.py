@@ -117,6 +117,14 @@ class VerifyReport:
         return "cpu" if self.options.device == "cpu" else "unknown"
 
 
+def torch_installed() -> bool:
+    """Whether the interpreter that runs the script (this one) can import torch, asked without importing
+    it: the parent side never does."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 def available_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
@@ -138,6 +146,11 @@ def verify(
         raise UsageError(f"{script}: no such file")
     if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
         raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
+    if not torch_installed():
+        raise UsageError(
+            f"torch is not installed in {sys.executable}, which runs the script: install it there "
+            "(`pip install 'torchlint[verify]'` or `pip install torch`), then run verify again"
+        )
     try:
         planned = patches.plan(
             script, options.select, options.ignore, options.unsafe_fixes, options.each, options.config_file
