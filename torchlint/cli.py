@@ -183,7 +183,14 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
     metavar="VERSION",
     help="The oldest torch the project supports (overrides the config's torch-version).",
 )
-@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default="full", show_default=True)
+@click.option(
+    "--output-format",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="full",
+    show_default=True,
+    envvar="TORCHLINT_OUTPUT_FORMAT",
+    show_envvar=True,
+)
 @click.option(
     "--output-file",
     "-o",
@@ -232,11 +239,18 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option(
     "--jobs", "-j", type=click.IntRange(min=1), help="Processes to use (default: by the amount of source)."
 )
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    envvar="TORCHLINT_NO_CACHE",
+    show_envvar=True,
+    help="Neither read nor write the cache.",
+)
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="TORCHLINT_CACHE_DIR",
+    show_envvar=True,
     help="The cache's folder (default: .torchlint_cache/ in each project root).",
 )
 @click.option("--show-files", is_flag=True, help="List the files a run would check, and check nothing.")
@@ -687,10 +701,20 @@ def list_linters(output_format: str) -> None:
 
 @main.command("config")
 @click.argument("key", required=False)
-def show_config(key: str | None) -> None:
+@click.option("--schema", is_flag=True, help="Print the settings' JSON schema (torchlint.schema.json).")
+def show_config(key: str | None, schema: bool) -> None:
     """List the `[tool.torchlint]` settings, or print one's meaning, default and type (ruff's `config`)."""
     from torchlint.workspace.settings import KEY_DOCS, describe_key
 
+    if schema:
+        import json
+
+        from torchlint.rules.base import registered_rules
+        from torchlint.workspace.schema import settings_schema
+
+        options = {code: rule.options for code, rule in registered_rules().items()}
+        click.echo(json.dumps(settings_schema(options), indent=2))
+        return
     if key is None:
         for name in KEY_DOCS:
             click.echo(name)

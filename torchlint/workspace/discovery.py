@@ -2,17 +2,19 @@
 
 Like ruff: directories are walked recursively for `.py` and `.pyi` files; `exclude` patterns and
 `.gitignore` files prune the walk; a file named explicitly is checked even if excluded, unless
-`--force-exclude` (what pre-commit needs, since it names files). Settings come from the nearest
-`pyproject.toml` with a `[tool.torchlint]` table above each file (none with `--isolated`), or from
-`--config` for all of them. Every file-system question (configs, .gitignore files, the walk, which paths are
-the same file) is asked of the run's FileSystem (`torchlint.workspace.fs`).
+`--force-exclude` (what pre-commit needs, since it names files). Settings come from the nearest configuration
+above each file — in one folder `.torchlint.toml`, then `torchlint.toml`, then a `pyproject.toml` with a
+`[tool.torchlint]` table, the first found wins, as ruff reads `.ruff.toml`, `ruff.toml` and
+`pyproject.toml` — else from the user's own `torchlint.toml` (`user_config`), else the defaults; none with
+`--isolated`; or from `--config` for all of them. Every file-system question (configs, .gitignore files, the
+walk, which paths are the same file) is asked of the run's FileSystem (`torchlint.workspace.fs`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pathspec
@@ -30,6 +32,24 @@ from torchlint.workspace.settings import (
 
 # What folder walks check: Python sources and stubs, as ruff does (notebooks are not read).
 PYTHON_SUFFIXES = (".py", ".pyi")
+
+# The configuration files of one folder, in precedence order (ruff's: the dotted name first).
+CONFIG_FILES = (".torchlint.toml", "torchlint.toml", "pyproject.toml")
+
+
+def user_config(environ: dict[str, str] | None = None) -> Path | None:
+    """The user's own configuration, used where no project configures torchlint (as ruff reads
+    `~/.config/ruff/ruff.toml`): `$XDG_CONFIG_HOME/torchlint/torchlint.toml`, else
+    `~/.config/torchlint/torchlint.toml` (on Windows `%APPDATA%\\torchlint\\torchlint.toml`). The path only;
+    whether it exists is asked of the run's FileSystem."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or (environ.get("APPDATA") if os.name == "nt" else None)
+    if not base:
+        home = environ.get("HOME") or environ.get("USERPROFILE")
+        if not home:
+            return None
+        base = os.path.join(home, ".config")
+    return Path(base) / "torchlint" / "torchlint.toml"
 
 
 class SettingsResolver:
@@ -54,6 +74,7 @@ class SettingsResolver:
         self._fixed: Settings | None = None
         self.isolated = isolated  # `--isolated`: no configuration file is read, only the defaults
         self.roots: dict[Path, Path] = {}  # project_root's memo for this run
+        self.user = None if isolated else user_config()  # read only where no project configures torchlint
         if config_file is not None and isolated:
             raise ConfigError(f"--config {config_file}: a config file cannot be used with --isolated")
         if config_file is not None:
@@ -76,12 +97,12 @@ class SettingsResolver:
         given, directory = directory, directory.resolve()
         found = self._by_dir.get(directory)
         if found is None:
-            candidate = directory / "pyproject.toml"
-            if not self.isolated and self.fs.is_file(candidate) and has_tool_table(candidate, self.fs):
+            candidate = None if self.isolated else self._config_in(directory)
+            if candidate is not None:
                 found = self._load(candidate)
             elif directory.parent != directory:
                 found = self.for_directory(directory.parent)
-                if found.source is None:  # defaults, anchored at the nearest project root
+                if found.source in (None, self.user):  # defaults, anchored at the nearest project root
                     found = self._defaults(project_root(directory, self.fs, self.roots))
             else:
                 found = self._defaults(project_root(directory, self.fs, self.roots))
@@ -89,10 +110,27 @@ class SettingsResolver:
         self._by_dir[given] = found
         return found
 
+    def _config_in(self, directory: Path) -> Path | None:
+        """The configuration file of this folder, by `CONFIG_FILES` precedence (a pyproject.toml counts
+        only with a `[tool.torchlint]` table; a torchlint.toml counts whatever it holds, as ruff's)."""
+        for name in CONFIG_FILES:
+            candidate = directory / name
+            if not self.fs.is_file(candidate):
+                continue
+            if name != "pyproject.toml" or has_tool_table(candidate, self.fs):
+                return candidate
+        return None
+
     def _defaults(self, root: Path) -> Settings:
+        """Where no project configures torchlint: the user's own configuration (its settings, anchored at
+        the project root like the defaults), else the defaults."""
         key = root / "<defaults>"
         if key not in self._by_file:
-            self._by_file[key] = self.cli.apply(Settings(root=root), self.known_codes, self.rule_options)
+            settings = Settings(root=root)
+            if self.user is not None and self.fs.is_file(self.user):
+                found = load_settings(self.user, self.known_codes, self.rule_options, self.fs)
+                settings = replace(found, root=root)
+            self._by_file[key] = self.cli.apply(settings, self.known_codes, self.rule_options)
         return self._by_file[key]
 
     def for_file(self, path: Path) -> Settings:

@@ -6,6 +6,7 @@ rule codes stop the run (exit 2) with the file, the key and what was expected.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -188,6 +189,7 @@ _KEYS: dict[str, str] = {
     "torch-version": 'a version string like "2.1"',
     "unsafe-fixes": "true or false",
     "rule-options": "table of rule code = table of options",
+    "extend": "a path to another configuration file",
 }
 
 
@@ -220,7 +222,13 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
     "unsafe-fixes": ("false", "Let `--fix` apply unsafe fixes, as if `--unsafe-fixes` were given."),
     "rule-options": (
         "{}",
-        "Options for one rule, `[tool.torchlint.rule-options.TLxxx]` (no rule has any yet).",
+        "Options for one rule, `[tool.torchlint.rule-options.TLxxx]`, as the rule's doc lists them.",
+    ),
+    "extend": (
+        "none",
+        "Another configuration file this one builds on (relative to this file's folder; `~` and `$VARS` "
+        "expand): its settings first, then this file's keys replace them, except `extend-select`, "
+        "`extend-exclude` and `per-file-ignores`, which add to them.",
     ),
 }
 
@@ -266,11 +274,56 @@ def load_settings(
         text = _config_text(config_file, fs)
     except OSError as error:
         raise ConfigError(f"{config_file}: cannot read: {error.strerror or error}") from None
+    table = _table_of(config_file, text, known_codes, rule_options, fs, ())
+    return _settings_from_table(table, config_file, known_codes, rule_options)
+
+
+# Keys whose values an extending file adds to those of the file it extends (the others replace them).
+_ADDED_BY_EXTEND = ("extend-select", "extend-exclude")
+
+
+def _table_of(
+    config_file: Path,
+    text: str,
+    known_codes: list[str],
+    rule_options: dict[str, dict],
+    fs: FileSystem,
+    chain: tuple[Path, ...],
+) -> dict[str, Any]:
+    """The file's settings table, merged over the one it `extend`s (which is read and validated first,
+    so that an error in it names it)."""
     document = _parse(config_file, text)
     table = _tool_table(document)
     if table is None:
         table = {} if config_file.name == "pyproject.toml" else document
-    return _settings_from_table(table, config_file, known_codes, rule_options)
+    if "extend" not in table:
+        return table
+    prefix = "tool.torchlint." if config_file.name == "pyproject.toml" else ""
+    where = f"{config_file}: {prefix}extend"
+    value = table["extend"]
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected {_KEYS['extend']}, got {value!r}")
+    base = Path(os.path.expandvars(os.path.expanduser(value)))
+    base = base if base.is_absolute() else config_file.parent / base
+    if base.resolve() in chain or base.resolve() == config_file.resolve():
+        raise ConfigError(f"{where}: {value!r} extends itself (a cycle)")
+    try:
+        base_text = _config_text(base, fs)
+    except (FileNotFoundError, IsADirectoryError):
+        raise ConfigError(f"{where}: {value!r}: no such configuration file ({base})") from None
+    inherited = _table_of(base, base_text, known_codes, rule_options, fs, (*chain, config_file.resolve()))
+    _settings_from_table(inherited, base, known_codes, rule_options)  # validated where it is written
+    merged = {key: value for key, value in inherited.items() if key != "extend"}
+    for key, own in table.items():
+        if key == "extend":
+            continue
+        if key in _ADDED_BY_EXTEND and isinstance(own, list) and isinstance(merged.get(key), list):
+            merged[key] = [*merged[key], *own]
+        elif key == "per-file-ignores" and isinstance(own, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **own}
+        else:
+            merged[key] = own
+    return merged
 
 
 def _config_text(path: Path, fs: FileSystem) -> str:
