@@ -23,8 +23,8 @@ from lsp_client import (
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
-from support import REPO
 
+from torchlint.docs import rule_doc
 from torchlint.lsp.documents import path_of_uri
 from torchlint.lsp.worker import Worker
 
@@ -95,7 +95,8 @@ async def test_a_hover_and_code_actions_on_a_small_file_are_answered_while_a_big
     hover = await client.text_document_hover_async(hover_params(small, 2, 10))
     actions = await actions_at(client, small, 2, 10)
     assert versions(published, big) == []  # both answered while the big buffer was still being checked
-    assert hover.contents.value == (REPO / "rules" / "TL303.md").read_text(encoding="utf-8")
+    assert hover.contents.value == rule_doc("TL303")  # the doc as `torchlint rule TL303` prints it
+    assert "# error" not in hover.contents.value and "## Example" in hover.contents.value
     assert [a.title for a in actions] == [
         "TL303: Replace with `torch.amp.autocast`",
         "Disable TL303 for this line",

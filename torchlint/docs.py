@@ -19,11 +19,24 @@ def docs_folder() -> Path:
 
 
 def rule_doc(code: str) -> str | None:
+    """The rule's doc as a reader sees it (`torchlint rule`, the editor's hover, SARIF): its examples
+    without the `# error` markers that make them tests (tests/test_rule_docs.py reads the files as
+    written)."""
     path = docs_folder() / f"{code}.md"
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError:
         return None
+    return _without_markers(text)
+
+
+# `  # error`, `  # error: 12, 30`, `  # error: 5, fix: unsafe` at the end of an example's line.
+_MARKER = re.compile(r"[ \t]+# error(?::[^\n]*)?$", re.MULTILINE)
+_CODE_BLOCK = re.compile(r"^```python\n.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def _without_markers(text: str) -> str:
+    return _CODE_BLOCK.sub(lambda block: _MARKER.sub("", block.group(0)), text)
 
 
 def rule_url(code: str) -> str:
