@@ -15,7 +15,7 @@ from support import codes_and_lines, settings
 
 from torchlint.linter import Linter
 
-CKPT = ("TL4",)
+CKPT = ("TL401", "TL402")  # by code: a trade-off's fix applies only to a rule selected by its code
 
 
 def tl401_lines(source: str) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support import fix, lint
 
-CKPT = ("TL4",)
+CKPT = ("TL401", "TL402")  # by code: a trade-off's fix applies only to a rule selected by its code
 
 TRAIN = """
 

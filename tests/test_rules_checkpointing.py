@@ -23,7 +23,7 @@ from torchlint.diagnostics import Severity
 from torchlint.linter import Linter
 from torchlint.workspace.settings import CliOverrides
 
-CKPT = ("TL4",)
+CKPT = ("TL401", "TL402")  # by code: a trade-off's fix applies only to a rule selected by its code
 
 TRAIN_HERE = """
 

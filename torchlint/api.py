@@ -303,6 +303,7 @@ class _Worker:
                 LineIndex("").locate(diagnostic)
                 diagnostic.location = diagnostic.end_location = Position(error.line, 1)
                 outcome.diagnostics.append(diagnostic)
+                outcome.blocking += 1
             return outcome
         unsafe = options.unsafe_fixes or settings.unsafe_fixes
         parsed_before, cached_before = linter.parsed, linter.from_cache
@@ -331,7 +332,7 @@ class _Worker:
             return outcome
         outcome.parsed = 1 if linter.parsed > parsed_before else 0
         outcome.from_cache = 1 if linter.from_cache > cached_before else 0
-        outcome.add_findings(target.display, text, diagnostics, unsafe)
+        outcome.add_findings(target.display, text, diagnostics, unsafe, settings)
         return outcome
 
     def _work(self, target: Target, source: SourceFile) -> int:

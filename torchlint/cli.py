@@ -131,6 +131,12 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
     "--show-fixes/--no-show-fixes", default=False, help="With --fix, list what was fixed, per file."
 )
 @click.option(
+    "--exit-non-zero-on-info",
+    is_flag=True,
+    default=None,
+    help="Let trade-offs (info findings, TL401) set exit status 1 too (setting: exit-non-zero-on-info).",
+)
+@click.option(
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if none remain."
 )
 @click.option("--add-noqa", is_flag=True, help="Write `# noqa: CODES` on the line of every finding.")
@@ -265,6 +271,7 @@ def check(
     unsafe_fixes: bool | None,
     fix_only: bool,
     show_fixes: bool,
+    exit_non_zero_on_info: bool | None,
     exit_non_zero_on_fix: bool,
     add_noqa: bool,
     diff: bool,
@@ -325,6 +332,7 @@ def check(
         extend_exclude=tuple(extend_exclude),
         respect_gitignore=respect_gitignore,
         torch_version=torch_version,
+        exit_non_zero_on_info=exit_non_zero_on_info,
         config=inline,
     )
     options = RunOptions(
@@ -456,7 +464,7 @@ def _exit_code(outcome, options, exit_zero: bool, fix_only: bool, exit_non_zero_
         return 1 if outcome.diffs else 0
     if fix_only:
         return 0
-    return 1 if outcome.diagnostics else 0
+    return 1 if outcome.blocking else 0  # a trade-off (info) only with `exit-non-zero-on-info`
 
 
 @contextlib.contextmanager
@@ -578,6 +586,14 @@ def _summary(outcome, options) -> str:
         lines.append(f"[*] {applicable} fixable with the `--fix` option.")
     elif hidden:
         lines.append(f"No fixes available ({hint}).")
+    if outcome.trade_off_fixes:
+        codes = sorted(outcome.trade_off_fixes)
+        count = sum(outcome.trade_off_fixes.values())
+        verb = "is" if count == 1 else "are"
+        lines.append(
+            f"{_plural(count, 'trade-off fix', 'trade-off fixes')} ({', '.join(codes)}) {verb} applied only "
+            f"with the rule selected by its code: `--select {','.join(codes)}`."
+        )
     if outcome.files_failed:
         verb = "fixed" if options.fix else "checked"
         lines.append(

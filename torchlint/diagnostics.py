@@ -13,13 +13,25 @@ from dataclasses import asdict, dataclass, field
 from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit, Fix
 from torchlint.positions import LineIndex, Position
 
-__all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "LineIndex", "Position", "Severity"]
+__all__ = ["Applicability", "Diagnostic", "Edit", "Fix", "LineIndex", "Position", "Severity", "fix_applies"]
 
 
 class Severity(enum.Enum):
     ERROR = "error"  # the code is wrong or raises (e.g. invalid DataLoader options, a syntax error)
     WARNING = "warning"  # the code works but is slower or deprecated
     INFO = "info"  # a trade-off worth knowing about, not a defect (e.g. activation checkpointing)
+
+
+def fix_applies(
+    diagnostic: Diagnostic, unsafe: bool, explicit: frozenset[str] | tuple[str, ...] = ()
+) -> bool:
+    """Whether `--fix` applies the diagnostic's fix: its applicability allows it (`unsafe`: unsafe fixes
+    were asked for) and, for a trade-off (`Severity.INFO`), its rule was selected by its full code
+    (`explicit`): a blanket `--fix --unsafe-fixes` never trades speed for memory on the user's behalf."""
+    fix = diagnostic.fix
+    if fix is None or not fix.applicability.allowed(unsafe):
+        return False
+    return diagnostic.severity is not Severity.INFO or diagnostic.code in explicit
 
 
 @dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.diagnostics import Diagnostic, LineIndex, Severity
+from torchlint.diagnostics import Diagnostic, LineIndex, Severity, fix_applies
 from torchlint.fix.apply import apply
 from torchlint.noqa import HYGIENE_CODE, may_name_torchlint, read_suppressions, unused_noqa
 from torchlint.pyast import python_ast
@@ -216,7 +216,7 @@ class Linter:
         seen = {text}
         compiled: bool | None = None  # computed only once there is something to apply
         for _ in range(MAX_FIX_PASSES):
-            fixable = [d for d in diagnostics if d.fix and d.fix.applicability.allowed(unsafe)]
+            fixable = [d for d in diagnostics if fix_applies(d, unsafe, settings.explicit_codes)]
             if not fixable:
                 return result
             fixes = [d.fix for d in fixable]
@@ -249,7 +249,7 @@ class Linter:
             result.fixed += len(applied.applied)
             for i in applied.applied:
                 result.fixed_codes[fixable[i].code] = result.fixed_codes.get(fixable[i].code, 0) + 1
-        left = sorted({d.code for d in diagnostics if d.fix and d.fix.applicability.allowed(unsafe)})
+        left = sorted({d.code for d in diagnostics if fix_applies(d, unsafe, settings.explicit_codes)})
         if left:
             result.warnings.append(
                 f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes; still fixable: "

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.workspace.settings import CliOverrides
+from torchlint.diagnostics import Applicability, Diagnostic, LineIndex, Severity, fix_applies
+from torchlint.workspace.settings import CliOverrides, Settings
 
 
 @dataclass
@@ -42,21 +42,38 @@ class Outcome:
     files_unwritten: list[str] = field(default_factory=list)  # of those: fixed, but refused on writing
     fixable: int = 0  # remaining findings whose fix `--fix` would apply (with each file's settings)
     hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
+    blocking: int = 0  # remaining findings that set exit status 1 (not trade-offs, unless asked)
+    trade_off_fixes: dict[str, int] = field(default_factory=dict)  # code -> fixes `--select CODE` would allow
     parsed: int = 0  # files that went through LibCST (phase 2)
     from_cache: int = 0  # files whose results came from the cache
     processes: int = 1  # the processes the files were checked in (the chosen --jobs)
     replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
     observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
 
-    def add_findings(self, display: str, text: str, diagnostics: list[Diagnostic], unsafe: bool) -> None:
-        """One file's remaining findings, with its text (for the reporters) and its fix counts."""
+    def add_findings(
+        self,
+        display: str,
+        text: str,
+        diagnostics: list[Diagnostic],
+        unsafe: bool,
+        settings: Settings | None = None,
+    ) -> None:
+        """One file's remaining findings, with its text (for the reporters), its fix counts (what `--fix`
+        would apply with the file's settings; a trade-off's fix only where its rule is selected by code)
+        and how many set exit status 1 (a trade-off only with `exit-non-zero-on-info`)."""
+        explicit = settings.explicit_codes if settings is not None else frozenset()
+        info_fails = settings is not None and settings.exit_non_zero_on_info
         for diagnostic in diagnostics:
+            if diagnostic.severity is not Severity.INFO or info_fails:
+                self.blocking += 1
             if diagnostic.fix is None or diagnostic.fix.applicability is Applicability.DISPLAY_ONLY:
                 continue
-            if diagnostic.fix.applicability.allowed(unsafe):
+            if fix_applies(diagnostic, unsafe, explicit):
                 self.fixable += 1
+            elif diagnostic.severity is not Severity.INFO or diagnostic.code in explicit:
+                self.hidden_fixes += 1  # `--unsafe-fixes` would apply it
             else:
-                self.hidden_fixes += 1
+                self.trade_off_fixes[diagnostic.code] = self.trade_off_fixes.get(diagnostic.code, 0) + 1
         if diagnostics:
             self.diagnostics.extend(diagnostics)
             self.sources[display] = LineIndex(text)
@@ -78,10 +95,13 @@ class Outcome:
             "files_checked",
             "fixable",
             "hidden_fixes",
+            "blocking",
             "parsed",
             "from_cache",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.sources.update(other.sources)
         self.fixed_codes.update(other.fixed_codes)
+        for code, count in other.trade_off_fixes.items():
+            self.trade_off_fixes[code] = self.trade_off_fixes.get(code, 0) + count
         self.observed.update(other.observed)

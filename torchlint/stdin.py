@@ -67,7 +67,7 @@ def run_stdin(options: RunOptions, raw: bytes, filename: Path | None) -> StdinRu
     except SourceError as error:
         if "TL002" in enabled_codes(settings, ["TL002"]):
             diagnostic = LineIndex("").locate(io_error(display, f"{display}: {error}"))
-            outcome.add_findings(display, "", [diagnostic], False)
+            outcome.add_findings(display, "", [diagnostic], False, settings)
         return StdinRun(outcome, raw)
     try:
         output = _check(linter, options, settings, display, source, filename is not None, outcome)
@@ -92,7 +92,7 @@ def _check(
     unsafe = options.unsafe_fixes or settings.unsafe_fixes
     if not (options.fix or options.diff):
         diagnostics = linter.check_text(display, source.text, settings, in_project=in_project)
-        outcome.add_findings(display, source.text, diagnostics, unsafe)
+        outcome.add_findings(display, source.text, diagnostics, unsafe, settings)
         return source.raw
     result = linter.fix_text(display, source.text, settings, unsafe, in_project=in_project)
     outcome.warnings.extend(result.warnings)
@@ -102,7 +102,7 @@ def _check(
         reason = f"the fixed text cannot be encoded as {source.encoding} ({error.reason})"
         outcome.errors.append(f"{display}: not fixed: {reason}")
         outcome.files_failed.append(display)
-        outcome.add_findings(display, source.text, result.initial, unsafe)
+        outcome.add_findings(display, source.text, result.initial, unsafe, settings)
         return source.raw
     if result.text != source.text:
         outcome.fixed = result.fixed
@@ -110,5 +110,5 @@ def _check(
         outcome.files_fixed.append(display)
         if options.diff:
             outcome.diffs.append((display, source.text, result.text))
-    outcome.add_findings(display, result.text, result.diagnostics, unsafe)
+    outcome.add_findings(display, result.text, result.diagnostics, unsafe, settings)
     return output

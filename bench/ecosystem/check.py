@@ -309,6 +309,8 @@ def cmd_fixes(args: argparse.Namespace) -> int:
                 "--no-cache",
                 "--fix",
                 "--unsafe-fixes",
+                "--extend-select",
+                "TL401",  # a trade-off's fix applies only to a rule selected by code: check it too
                 "-q",
                 "--exit-zero",
                 ".",

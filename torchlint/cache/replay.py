@@ -86,6 +86,8 @@ def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> 
         "files_checked": outcome.files_checked,
         "fixable": outcome.fixable,
         "hidden_fixes": outcome.hidden_fixes,
+        "blocking": outcome.blocking,
+        "trade_off_fixes": outcome.trade_off_fixes,
     }
     entry = {"format": FORMAT, "observed": observed, "outcome": stored}
     root, path = _record_path(options)
@@ -102,6 +104,8 @@ def _outcome(stored: dict) -> Outcome:
         files_checked=files,
         fixable=stored["fixable"],
         hidden_fixes=stored["hidden_fixes"],
+        blocking=stored["blocking"],
+        trade_off_fixes=dict(stored["trade_off_fixes"]),
         from_cache=files,
         replayed=True,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.report.shown import shown, shown_path
+from torchlint.report.shown import info_label, shown, shown_path
 from torchlint.report.style import PLAIN, Style
 
 
@@ -14,4 +14,4 @@ def write_concise(
 ) -> None:
     for d in diagnostics:
         where = f"{style.path(shown_path(d.path))}:{d.location.line}:{d.location.column}"
-        out.write(f"{where}: {style.code(d.code)} {shown(d.message)}\n")
+        out.write(f"{where}: {style.code(d.code)}{info_label(d.severity)} {shown(d.message)}\n")

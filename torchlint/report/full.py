@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.report.shown import shown, shown_path
+from torchlint.report.shown import info_label, shown, shown_path
 from torchlint.report.style import PLAIN, Style
 
 
@@ -18,7 +18,7 @@ def write_full(
     for d in diagnostics:
         marker = " " + style.fixable("[*]") if d.fix and d.fix.applicability is Applicability.SAFE else ""
         where = f"{style.path(shown_path(d.path))}:{d.location.line}:{d.location.column}"
-        out.write(f"{where}: {style.code(d.code)}{marker} {shown(d.message)}\n")
+        out.write(f"{where}: {style.code(d.code)}{marker}{info_label(d.severity)} {shown(d.message)}\n")
         lines = sources.get(d.path)
         if lines is not None and d.location.line <= len(lines.line_starts):
             text = lines.line_text(d.location.line)

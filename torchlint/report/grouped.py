@@ -7,7 +7,7 @@ from itertools import groupby
 from typing import TextIO
 
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex
-from torchlint.report.shown import shown, shown_path
+from torchlint.report.shown import info_label, shown, shown_path
 from torchlint.report.style import PLAIN, Style
 
 
@@ -22,5 +22,5 @@ def write_grouped(
         for d in found:
             marker = " " + style.fixable("[*]") if d.fix and d.fix.applicability is Applicability.SAFE else ""
             where = f"{d.location.line:>{rows}}:{d.location.column:<{columns}}"
-            out.write(f"  {where} {style.code(d.code)}{marker} {shown(d.message)}\n")
+            out.write(f"  {where} {style.code(d.code)}{marker}{info_label(d.severity)} {shown(d.message)}\n")
         out.write("\n")

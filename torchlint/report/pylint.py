@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import TextIO
 
 from torchlint.diagnostics import Diagnostic, LineIndex
-from torchlint.report.shown import shown, shown_path
+from torchlint.report.shown import info_label, shown, shown_path
 
 
 def write_pylint(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
-        out.write(f"{shown_path(d.path)}:{d.location.line}: [{d.code}] {shown(d.message)}\n")
+        out.write(
+            f"{shown_path(d.path)}:{d.location.line}: [{d.code}]{info_label(d.severity)} {shown(d.message)}\n"
+        )

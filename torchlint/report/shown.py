@@ -32,3 +32,9 @@ def shown_path(path: str) -> str:
     """A file name as the first thing on a line of output."""
     path = shown(path)
     return f"./{path}" if path.startswith(":") else path
+
+
+def info_label(severity) -> str:
+    """` (info)` after the code of a trade-off (`Severity.INFO`, TL401): it is advice to weigh, and it
+    never fails a run unless asked (`exit-non-zero-on-info`); "" for the others."""
+    return " (info)" if severity.value == "info" else ""

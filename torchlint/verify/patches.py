@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchlint.diagnostics import Diagnostic
+from torchlint.diagnostics import Diagnostic, fix_applies
 from torchlint.fix.apply import apply
 from torchlint.fix.model import Applicability
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
@@ -213,7 +213,7 @@ def _applied_by_passes(
         diagnostics = [
             d
             for d in linter.check_text(target.display, text, target.settings)
-            if d.fix is not None and d.fix.applicability.allowed(unsafe)
+            if fix_applies(d, unsafe, target.settings.explicit_codes)
         ]
         if not diagnostics:
             break
@@ -262,7 +262,7 @@ def plan(
             d
             for d in fixed.initial
             if d.fix is not None and d.fix.applicability is not Applicability.DISPLAY_ONLY
-            if d.fix.applicability.allowed(unsafe)
+            if fix_applies(d, unsafe, target.settings.explicit_codes)
         ]
         if not allowed or fixed.text == text:
             continue

@@ -29,6 +29,7 @@ def settings_schema(rule_options: dict[str, dict[str, tuple[type, object]]]) -> 
         "device": {"enum": list(DEVICES)},
         "torch-version": {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?$"},
         "unsafe-fixes": {"type": "boolean"},
+        "exit-non-zero-on-info": {"type": "boolean"},
         "rule-options": {
             "type": "object",
             "properties": {

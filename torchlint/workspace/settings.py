@@ -64,6 +64,7 @@ class CliOverrides:
     extend_exclude: tuple[str, ...] = ()
     respect_gitignore: bool | None = None
     torch_version: tuple[int, int] | None = None
+    exit_non_zero_on_info: bool | None = None
     config: tuple[tuple[str, Any], ...] = ()  # `--config KEY=VALUE`, in the order given
 
     def validate(self, known: list[str]) -> None:
@@ -117,6 +118,8 @@ class CliOverrides:
             changes["respect_gitignore"] = self.respect_gitignore
         if self.torch_version is not None:
             changes["torch_version"] = self.torch_version
+        if self.exit_non_zero_on_info is not None:
+            changes["exit_non_zero_on_info"] = self.exit_non_zero_on_info
         return replace(settings, **changes) if changes else settings
 
 
@@ -132,6 +135,7 @@ class Settings:
     device: str = "auto"
     torch_version: tuple[int, int] | None = None
     unsafe_fixes: bool = False
+    exit_non_zero_on_info: bool = False
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     # The folder relative patterns are anchored at (the config file's folder), and the file itself.
     root: Path = field(default_factory=Path.cwd)
@@ -140,6 +144,12 @@ class Settings:
     @property
     def excludes(self) -> tuple[str, ...]:
         return self.exclude + self.extend_exclude
+
+    @property
+    def explicit_codes(self) -> frozenset[str]:
+        """Rules selected by their full code (`--select TL401`, `extend-select = ["TL401"]`), not through a
+        prefix or ALL: only these apply the fixes of trade-offs (`diagnostics.fix_applies`)."""
+        return frozenset(code for code in self.select + self.extend_select if len(code) == 5)
 
 
 def selector_matches(selector: str, code: str) -> bool:
@@ -188,6 +198,7 @@ _KEYS: dict[str, str] = {
     "device": "one of " + ", ".join(repr(d) for d in DEVICES),
     "torch-version": 'a version string like "2.1"',
     "unsafe-fixes": "true or false",
+    "exit-non-zero-on-info": "true or false",
     "rule-options": "table of rule code = table of options",
     "extend": "a path to another configuration file",
 }
@@ -220,6 +231,11 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
         "rules whose replacement API is newer stay silent.",
     ),
     "unsafe-fixes": ("false", "Let `--fix` apply unsafe fixes, as if `--unsafe-fixes` were given."),
+    "exit-non-zero-on-info": (
+        "false",
+        "Let the trade-offs (`info` findings, TL401) set exit status 1 and fail a pre-commit hook, as the "
+        "other findings do.",
+    ),
     "rule-options": (
         "{}",
         "Options for one rule, `[tool.torchlint.rule-options.TLxxx]`, as the rule's doc lists them.",
@@ -440,7 +456,7 @@ def _changes_from_table(
             _validate_patterns((pattern,), f"{where('per-file-ignores')}.{pattern!r}")
             entries.append((pattern, tuple(codes)))
         changes["per_file_ignores"] = tuple(entries)
-    for key in ("respect-gitignore", "unsafe-fixes"):
+    for key in ("respect-gitignore", "unsafe-fixes", "exit-non-zero-on-info"):
         if key in table:
             expect(key, isinstance(table[key], bool))
             changes[key.replace("-", "_")] = table[key]
