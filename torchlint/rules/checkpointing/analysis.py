@@ -6,12 +6,15 @@ whether `use_reentrant` is passed. *Checkpointing evidence* is anything that say
 checkpointing: those calls, timm's `checkpoint_seq`, DeepSpeed's and fairscale's checkpoint functions, a
 project's own checkpoint function or `autograd.Function`, Hugging Face's `gradient_checkpointing_enable()`
 and `TrainingArguments(gradient_checkpointing=...)`, timm's `set_grad_checkpointing()`, FSDP's
-`apply_activation_checkpointing` / `checkpoint_wrapper`, torchtune's `set_activation_checkpointing`, and a
-class's own switch (`self.grad_checkpointing`, `self.gradient_checkpointing`, `use_checkpoint`).
+`apply_activation_checkpointing` / `checkpoint_wrapper`, torchtune's `set_activation_checkpointing`, a
+class's own switch (`self.grad_checkpointing`, `self.gradient_checkpointing`, `use_checkpoint`), and
+accelerate's `ParallelismConfig()` built without arguments (read from the launch configuration, where FSDP's
+`fsdp_activation_checkpointing` is decided).
 
 A model class is *trained* when a module of the project (the one that defines it, those that import it, and
 those that import them) trains a model (`ModelAnalysis.trained`) built from it — directly (`GPT(config)`,
-`GPT.from_pretrained(...)`), through a factory of the project that returns one, or handed to a project class
+`GPT.from_pretrained(...)`, a classmethod factory `Transformer.from_model_args(args)` whose arguments reach
+`cls(...)`), through a factory of the project that returns one, or handed to a project class
 whose methods train (`Trainer(config, model, data).run()`) — or when it is a part (an attribute, or the block
 of a stack) of a trained class, or a base of one. Classes only ever used for inference are not trained. The
 devices of the models that train a class are kept: a class trained only on the CPU gets no TL401 advice.
@@ -29,15 +32,15 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, read_call
-from torchlint.facts.syntax.names import Scope, dotted
+from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.models import ModelAnalysis, relative_path
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
-from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis
+from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis, environment_default
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord, ClassRecord
+    from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 MAX_DEPTH = 3
@@ -95,7 +98,7 @@ _SWITCHES = {
 # A framework's checkpointing policy (Lightning's `FSDPStrategy(activation_checkpointing_policy=...)`): set at
 # all, even to None, it says the author decided which layers to checkpoint.
 _POLICIES = {"activation_checkpointing_policy"}
-_TEXT = ("checkpoint", "Checkpoint", "prepare_model_for_kbit_training")
+_TEXT = ("checkpoint", "Checkpoint", "prepare_model_for_kbit_training", "ParallelismConfig")
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,11 @@ class CheckpointAnalysis:
             func = call.node.func
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
             qualname = source.qualname(func, call.scope) or ""
+            if name == "ParallelismConfig" and qualname.startswith("accelerate.") and not call.node.args:
+                # read from what `accelerate launch --config-file` sets: the FSDP set-up, and its
+                # `fsdp_activation_checkpointing`, are decided in that file
+                found.append((call.node, "`ParallelismConfig()` (from the accelerate launch configuration)"))
+                continue
             if name in _CHECKPOINT_NAMES or (
                 "checkpoint" in qualname
                 and qualname.split(".")[0] in ("torch", "deepspeed", "fairscale", "timm")
@@ -474,19 +482,82 @@ class CheckpointAnalysis:
         for built in builds:
             if built.call is None or built.call_home not in trainers or built.call_scope is None:
                 return False
-            argument = argument_for(built.call, init, name)
+            argument = _constructor_argument(built, init, name)
             scope = built.call_scope
             if field and argument is not None:  # `GPT(GPTConfig(n_layer=12))`, or a name bound to it
                 argument, scope = _keyword_of_construction(built.call_home, argument, scope, field)
             if argument is None:
                 return False
-            value = built.call_home.value(argument, scope)  # also a module constant: `n_layer=n_layer`
-            if not value.is_literal or type(value.literal) is not int or value.literal >= FIXED_DEPTH:
+            count = _fixed_count(built.call_home, argument, scope)
+            if count is None or count >= FIXED_DEPTH:
                 return False
         return True
 
     def _in_class(self, node: cst.CSTNode, cls: ClassRecord) -> bool:
         return any(call.node is node for method in cls.methods.values() for call in method.calls)
+
+
+def _fixed_count(home: SourceModule, argument: cst.BaseExpression, scope: Scope) -> int | None:
+    """The count the author wrote where the model is built: a literal, a constant of the module (`n_layer =
+    12`), or the literal default of an environment variable read once (`LAYERS = int(os.environ.get("LAYERS",
+    "12"))`: a hidden override of a constant, not an option the script offers)."""
+    value = home.value(argument, scope)
+    if value.is_literal:
+        return value.literal if type(value.literal) is int else None
+    if isinstance(argument, cst.Name):
+        values = home.assigned_values(argument, scope)
+        if len(values) != 1 or values[0].index is not None:
+            return None
+        argument, scope = values[0].value, values[0].scope
+    return environment_default(home, argument, scope)
+
+
+def _constructor_argument(built: Built, init: FunctionRecord, name: str) -> cst.BaseExpression | None:
+    """What the build passes for parameter `name` of the class's `__init__`: read from the call itself, or,
+    for a factory method (`Transformer.from_model_args(args)` whose every return is `cls(model_args)`), from
+    what the call passes for the factory's parameter that the factory hands on unchanged."""
+    if built.call is None:
+        return None
+    factory = built.factory
+    if factory is None:
+        return argument_for(built.call, init, name)
+    handed: set[str] = set()
+    for returned in factory.returns:
+        inner = argument_for(returned, init, name) if isinstance(returned, cst.Call) else None
+        if not isinstance(inner, cst.Name):
+            return None
+        bindings = factory.scope.lookup(inner.value)
+        if not bindings or any(binding.kind is not BindingKind.PARAM for binding in bindings):
+            return None  # rebound in the factory, or not its parameter: the factory's own value
+        handed.add(inner.value)
+    if len(handed) != 1:
+        return None
+    return argument_for(built.call, factory, handed.pop())
+
+
+def _factory(home: SourceModule, cls: ClassRecord, name: str) -> FunctionRecord | None:
+    """A classmethod or staticmethod of `cls` named `name` whose every return builds `cls` itself
+    (`return cls(model_args)`, `return Transformer(args)`)."""
+    method = cls.methods.get(name)
+    if method is None or not method.returns:
+        return None
+    kinds = {dotted(decorator.decorator) for decorator in method.node.decorators}
+    if "classmethod" in kinds:
+        own = method.params[0] if method.params else None
+    elif "staticmethod" in kinds:
+        own = None
+    else:
+        return None
+    for returned in method.returns:
+        if not isinstance(returned, cst.Call):
+            return None
+        func = returned.func
+        if own is not None and isinstance(func, cst.Name) and func.value == own:
+            continue
+        found = home.resolve_class(func, method.scope)
+        if found is None or found[1] is not cls:
+            return None
+    return method
 
 
 def _keyword_of_construction(
@@ -583,6 +654,9 @@ class Built:
     call: cst.Call | None = None
     call_home: SourceModule | None = None
     call_scope: Scope | None = None
+    # The classmethod (or staticmethod) the call goes through, which builds the class itself
+    # (`Transformer.from_model_args(args)`): the constructor's arguments are its returns' (`cls(model_args)`).
+    factory: FunctionRecord | None = None
 
 
 def _classes_built(
@@ -608,6 +682,9 @@ def _classes_built(
     if isinstance(func, cst.Attribute):  # `GPT.from_pretrained(...)`: a classmethod returning the class
         found = module.resolve_class(func.value, scope)
         if found is not None:
+            factory = _factory(found[0], found[1], func.attr.value)
+            if factory is not None:  # `Transformer.from_model_args(args)`: `return cls(model_args)`
+                return [Built(found[0], found[1], value, module, scope, factory)]
             return [Built(found[0], found[1])]
         if func.attr.value in ("to", "cuda", "float", "half", "bfloat16", "train"):
             return _classes_built(module, func.value, scope, depth + 1)
@@ -746,8 +823,6 @@ def _parts(built: Built) -> list[Built]:
     """The project classes a module of class `cls` is built from — its attributes' classes (also built by a
     factory, or passed to its constructor: `DETR(backbone, transformer)`), the blocks of its stacks — and
     its bases: training `cls` trains them."""
-    from torchlint.facts.syntax.calls import argument_for
-
     home, cls = built.home, built.cls
     init = cls.methods.get("__init__")
     found: list[Built] = []
@@ -755,7 +830,7 @@ def _parts(built: Built) -> list[Built]:
         for value, scope in values:
             if isinstance(value, cst.Name) and init is not None and value.value in init.params:
                 if built.call is not None and built.call_home is not None and built.call_scope is not None:
-                    argument = argument_for(built.call, init, value.value)
+                    argument = _constructor_argument(built, init, value.value)
                     if argument is not None:
                         found.extend(_classes_built(built.call_home, argument, built.call_scope))
                 continue
@@ -764,7 +839,9 @@ def _parts(built: Built) -> list[Built]:
     for base in cls.node.bases:
         part = home.resolve_class(base.value, cls.scope)
         if part is not None:
-            found.append(Built(part[0], part[1], built.call, built.call_home, built.call_scope))
+            found.append(
+                Built(part[0], part[1], built.call, built.call_home, built.call_scope, built.factory)
+            )
     return found
 
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.names import Scope, dotted
+from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import statements
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ _PLAIN_BUILTINS = {
     "super", "int", "float", "bool", "len", "range", "hasattr", "getattr", "isinstance", "tuple", "list",
     "min", "max", "abs",
 }  # fmt: skip
+# Reads of the environment that take a default (`os.environ.get("LAYERS", "12")`).
+_ENVIRONMENT = {"os.environ.get", "os.getenv"}
 _MODULE_LIST = "torch.nn.ModuleList"
 _SEQUENTIAL = "torch.nn.Sequential"
 _MODULE_DICT = "torch.nn.ModuleDict"
@@ -342,6 +345,12 @@ class StructureAnalysis:
                 return Depth(default, f"parameter `{expr.value}`{shown}", True, parameter)
             values = source.assigned_values(expr, scope)
             module_level = bool(values) and all(value.scope is source.module_scope for value in values)
+            default = None
+            if len(values) == 1:
+                default = environment_default(source, values[0].value, values[0].scope)
+            if default is not None:  # `LAYERS = int(os.environ.get("LAYERS", "12"))`: 12 unless overridden
+                shown = f"`{expr.value}` (environment, default {default})"
+                return Depth(default, shown, True, constant=expr.value if module_level else None)
             if len(values) == 1 and hops < MAX_DEPTH:
                 depth = self.depth_of(values[0].value, values[0].scope, method, hops + 1)
                 if module_level and depth.value is not None and not depth.configurable:
@@ -785,6 +794,28 @@ def _param(method: FunctionRecord, name: str) -> cst.Param | None:
         if param.name.value == name:
             return param
     return None
+
+
+def environment_default(source: SourceModule, expr: cst.BaseExpression, scope: Scope) -> int | None:
+    """The literal default of a count read from the environment: `int(os.environ.get("LAYERS", "12"))`,
+    `int(os.getenv("LAYERS", 12))` -> 12; None for anything else (no default, a computed one)."""
+    if isinstance(expr, cst.Call) and (source.qualname(expr.func, scope) or dotted(expr.func)) == "int":
+        if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
+            return None
+        expr = expr.args[0].value
+    if not isinstance(expr, cst.Call) or source.qualname(expr.func, scope) not in _ENVIRONMENT:
+        return None
+    default = None
+    for position, arg in enumerate(expr.args):
+        if arg.star:
+            return None
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if (keyword is None and position == 1) or keyword == "default":
+            default = arg.value
+    ok, literal = literal_of(default) if default is not None else (False, None)
+    if ok and isinstance(literal, str) and literal.strip().isdigit():
+        return int(literal)
+    return literal if ok and type(literal) is int else None
 
 
 def _int(expr: cst.BaseExpression | None) -> int | None:
