@@ -140,6 +140,7 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if none remain."
 )
 @click.option("--add-noqa", is_flag=True, help="Write `# noqa: CODES` on the line of every finding.")
+@click.option("--ignore-noqa", is_flag=True, help="Ignore `# noqa` comments: report what they suppress.")
 @click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing (exit 1 if any).")
 @click.option(
     "--select",
@@ -156,6 +157,18 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option("--ignore", multiple=True, callback=_split_codes, help="Rule codes or prefixes to disable.")
 @click.option(
     "--extend-ignore", multiple=True, callback=_split_codes, help="Like --ignore (added to the config's)."
+)
+@click.option(
+    "--fixable", multiple=True, callback=_split_codes, help="Rule codes or prefixes whose fixes may apply."
+)
+@click.option(
+    "--extend-fixable", multiple=True, callback=_split_codes, help="Like --fixable (added to the config's)."
+)
+@click.option(
+    "--unfixable",
+    multiple=True,
+    callback=_split_codes,
+    help="Rule codes or prefixes whose fixes never apply.",
 )
 @click.option(
     "--per-file-ignores",
@@ -274,11 +287,15 @@ def check(
     exit_non_zero_on_info: bool | None,
     exit_non_zero_on_fix: bool,
     add_noqa: bool,
+    ignore_noqa: bool,
     diff: bool,
     select: list[str],
     extend_select: list[str],
     ignore: list[str],
     extend_ignore: list[str],
+    fixable: list[str],
+    extend_fixable: list[str],
+    unfixable: list[str],
     per_file_ignores: list[tuple[str, tuple[str, ...]]],
     extend_per_file_ignores: list[tuple[str, tuple[str, ...]]],
     exclude: list[str],
@@ -333,6 +350,10 @@ def check(
         respect_gitignore=respect_gitignore,
         torch_version=torch_version,
         exit_non_zero_on_info=exit_non_zero_on_info,
+        ignore_noqa=ignore_noqa,
+        fixable=tuple(fixable),
+        extend_fixable=tuple(extend_fixable),
+        unfixable=tuple(unfixable),
         config=inline,
     )
     options = RunOptions(

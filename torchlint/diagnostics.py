@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
 from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit, Fix
 from torchlint.positions import LineIndex, Position
@@ -22,15 +23,26 @@ class Severity(enum.Enum):
     INFO = "info"  # a trade-off worth knowing about, not a defect (e.g. activation checkpointing)
 
 
-def fix_applies(
-    diagnostic: Diagnostic, unsafe: bool, explicit: frozenset[str] | tuple[str, ...] = ()
-) -> bool:
+class FixPolicy(Protocol):
+    """What decides, beyond applicability, whether `--fix` applies a fix: a file's settings."""
+
+    @property
+    def explicit_codes(self) -> frozenset[str]: ...
+
+    def may_fix(self, code: str) -> bool: ...
+
+
+def fix_applies(diagnostic: Diagnostic, unsafe: bool, policy: FixPolicy | None = None) -> bool:
     """Whether `--fix` applies the diagnostic's fix: its applicability allows it (`unsafe`: unsafe fixes
-    were asked for) and, for a trade-off (`Severity.INFO`), its rule was selected by its full code
-    (`explicit`): a blanket `--fix --unsafe-fixes` never trades speed for memory on the user's behalf."""
+    were asked for); the settings let its rule be fixed (`fixable` / `unfixable`, as ruff's); and, for a
+    trade-off (`Severity.INFO`), its rule was selected by its full code: a blanket
+    `--fix --unsafe-fixes` never trades speed for memory on the user's behalf."""
     fix = diagnostic.fix
     if fix is None or not fix.applicability.allowed(unsafe):
         return False
+    if policy is not None and not policy.may_fix(diagnostic.code):
+        return False
+    explicit = policy.explicit_codes if policy is not None else frozenset()
     return diagnostic.severity is not Severity.INFO or diagnostic.code in explicit
 
 

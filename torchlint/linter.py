@@ -149,7 +149,7 @@ class Linter:
                     message = f"unsupported syntax (LibCST cannot parse this file): {error}".splitlines()[0]
                     diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                     found = [diagnostic] if "TL001" in enabled else []
-                    return _finish(found, text, None)
+                    return _finish(found, text, None, settings.ignore_noqa)
                 facts = self.facts_of(path, text, module, file if in_project else None)
             in_tests = facts.is_test_module
             for rule in rules:
@@ -160,7 +160,11 @@ class Linter:
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
         if syntax_error is not None:
-            return _finish(found, text, None)  # no rule ran: every noqa would look unused
+            return _finish(
+                found, text, None, settings.ignore_noqa
+            )  # no rule ran: every noqa would look unused
+        if settings.ignore_noqa:
+            return _finish(found, text, None, True)  # nothing is suppressed, so no directive is unused
         return _finish(found, text, (path, enabled, list(self.rule_classes)))
 
     def _scanned(self, path: str, text: str, in_project: bool | None) -> bool:
@@ -216,7 +220,7 @@ class Linter:
         seen = {text}
         compiled: bool | None = None  # computed only once there is something to apply
         for _ in range(MAX_FIX_PASSES):
-            fixable = [d for d in diagnostics if fix_applies(d, unsafe, settings.explicit_codes)]
+            fixable = [d for d in diagnostics if fix_applies(d, unsafe, settings)]
             if not fixable:
                 return result
             fixes = [d.fix for d in fixable]
@@ -249,7 +253,7 @@ class Linter:
             result.fixed += len(applied.applied)
             for i in applied.applied:
                 result.fixed_codes[fixable[i].code] = result.fixed_codes.get(fixable[i].code, 0) + 1
-        left = sorted({d.code for d in diagnostics if fix_applies(d, unsafe, settings.explicit_codes)})
+        left = sorted({d.code for d in diagnostics if fix_applies(d, unsafe, settings)})
         if left:
             result.warnings.append(
                 f"{path}: fixes did not converge after {MAX_FIX_PASSES} passes; still fixable: "
@@ -324,11 +328,14 @@ def _breaking_codes(text: str, path: str, fixable: list[Diagnostic], applied: tu
 
 
 def _finish(
-    found: list[Diagnostic], text: str, hygiene: tuple[str, set[str], list[str]] | None
+    found: list[Diagnostic],
+    text: str,
+    hygiene: tuple[str, set[str], list[str]] | None,
+    ignore_noqa: bool = False,
 ) -> list[Diagnostic]:
     """Positions, then the noqa hygiene check (TL003, when `hygiene` gives the path, the enabled and the
-    known codes: it must see every finding before suppression), then suppression comments, then the order
-    the output uses."""
+    known codes: it must see every finding before suppression), then suppression comments (none with
+    `--ignore-noqa`), then the order the output uses."""
     check_noqa = hygiene is not None and HYGIENE_CODE in hygiene[1] and may_name_torchlint(text)
     if not found and not check_noqa:
         return found
@@ -340,8 +347,11 @@ def _finish(
         path, enabled, known = hygiene
         fired = [(d.code, d.location.line) for d in found]
         found.extend(lines.locate(d) for d in unused_noqa(path, text, fired, enabled, known))
-    suppressions = read_suppressions(text)
-    kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
+    if ignore_noqa:
+        kept = list(found)
+    else:
+        suppressions = read_suppressions(text)
+        kept = [d for d in found if not suppressions.suppresses(d.code, d.location.line)]
     kept.sort(key=Diagnostic.sort_key)
     return kept
 

@@ -63,12 +63,15 @@ class Outcome:
         and how many set exit status 1 (a trade-off only with `exit-non-zero-on-info`)."""
         explicit = settings.explicit_codes if settings is not None else frozenset()
         info_fails = settings is not None and settings.exit_non_zero_on_info
-        for diagnostic in diagnostics:
+        fixing = [settings is None or settings.may_fix(d.code) for d in diagnostics]
+        for diagnostic, may_fix in zip(diagnostics, fixing, strict=True):
             if diagnostic.severity is not Severity.INFO or info_fails:
                 self.blocking += 1
             if diagnostic.fix is None or diagnostic.fix.applicability is Applicability.DISPLAY_ONLY:
                 continue
-            if fix_applies(diagnostic, unsafe, explicit):
+            if not may_fix:
+                continue  # `unfixable`: not counted anywhere, as ruff does
+            if fix_applies(diagnostic, unsafe, settings):
                 self.fixable += 1
             elif diagnostic.severity is not Severity.INFO or diagnostic.code in explicit:
                 self.hidden_fixes += 1  # `--unsafe-fixes` would apply it

@@ -41,6 +41,7 @@ def _settings_digest(settings: Settings, enabled: tuple[str, ...]) -> str:
         code_digest(),
         settings.device,
         settings.torch_version,
+        settings.ignore_noqa,  # the cached findings are those left after suppression
         sorted(enabled),
         sorted((code, sorted(options.items())) for code, options in settings.rule_options.items()),
         __version__,

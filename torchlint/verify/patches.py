@@ -213,7 +213,7 @@ def _applied_by_passes(
         diagnostics = [
             d
             for d in linter.check_text(target.display, text, target.settings)
-            if fix_applies(d, unsafe, target.settings.explicit_codes)
+            if fix_applies(d, unsafe, target.settings)
         ]
         if not diagnostics:
             break
@@ -262,7 +262,7 @@ def plan(
             d
             for d in fixed.initial
             if d.fix is not None and d.fix.applicability is not Applicability.DISPLAY_ONLY
-            if fix_applies(d, unsafe, target.settings.explicit_codes)
+            if fix_applies(d, unsafe, target.settings)
         ]
         if not allowed or fixed.text == text:
             continue

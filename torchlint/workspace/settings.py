@@ -65,6 +65,10 @@ class CliOverrides:
     respect_gitignore: bool | None = None
     torch_version: tuple[int, int] | None = None
     exit_non_zero_on_info: bool | None = None
+    ignore_noqa: bool = False
+    fixable: tuple[str, ...] = ()
+    extend_fixable: tuple[str, ...] = ()
+    unfixable: tuple[str, ...] = ()
     config: tuple[tuple[str, Any], ...] = ()  # `--config KEY=VALUE`, in the order given
 
     def validate(self, known: list[str]) -> None:
@@ -73,6 +77,9 @@ class CliOverrides:
             ("--select", self.select),
             ("--extend-select", self.extend_select),
             ("--ignore", self.ignore),
+            ("--fixable", self.fixable),
+            ("--extend-fixable", self.extend_fixable),
+            ("--unfixable", self.unfixable),
         ):
             validate_selectors(selectors, known, option)
         for option, entries in (
@@ -120,6 +127,14 @@ class CliOverrides:
             changes["torch_version"] = self.torch_version
         if self.exit_non_zero_on_info is not None:
             changes["exit_non_zero_on_info"] = self.exit_non_zero_on_info
+        if self.ignore_noqa:
+            changes["ignore_noqa"] = True
+        if self.fixable:
+            changes["fixable"] = self.fixable
+        if self.extend_fixable:
+            changes["extend_fixable"] = settings.extend_fixable + self.extend_fixable
+        if self.unfixable:
+            changes["unfixable"] = settings.unfixable + self.unfixable
         return replace(settings, **changes) if changes else settings
 
 
@@ -136,6 +151,10 @@ class Settings:
     torch_version: tuple[int, int] | None = None
     unsafe_fixes: bool = False
     exit_non_zero_on_info: bool = False
+    ignore_noqa: bool = False  # `--ignore-noqa` only (as ruff): report what noqa comments suppress
+    fixable: tuple[str, ...] = ("ALL",)
+    extend_fixable: tuple[str, ...] = ()
+    unfixable: tuple[str, ...] = ()
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False, compare=False)
     # The folder relative patterns are anchored at (the config file's folder), and the file itself.
     root: Path = field(default_factory=Path.cwd)
@@ -144,6 +163,12 @@ class Settings:
     @property
     def excludes(self) -> tuple[str, ...]:
         return self.exclude + self.extend_exclude
+
+    def may_fix(self, code: str) -> bool:
+        """Whether `--fix` may apply this rule's fixes (`fixable`, `extend-fixable`, `unfixable`): ruff's
+        resolution, as for `select`: the most specific selector wins, and on a tie `unfixable`."""
+        allowed = _best(self.fixable + self.extend_fixable, code)
+        return allowed >= 0 and allowed > _best(self.unfixable, code)
 
     @property
     def explicit_codes(self) -> frozenset[str]:
@@ -167,6 +192,10 @@ def enabled_codes(settings: Settings, codes: list[str], ignored: tuple[str, ...]
         if best_select >= 0 and best_select > best_ignore:
             enabled.add(code)
     return enabled
+
+
+def _best(selectors: tuple[str, ...], code: str) -> int:
+    return max((_specificity(s) for s in selectors if selector_matches(s, code)), default=-1)
 
 
 def _specificity(selector: str) -> int:
@@ -199,6 +228,9 @@ _KEYS: dict[str, str] = {
     "torch-version": 'a version string like "2.1"',
     "unsafe-fixes": "true or false",
     "exit-non-zero-on-info": "true or false",
+    "fixable": "list of rule codes",
+    "extend-fixable": "list of rule codes",
+    "unfixable": "list of rule codes",
     "rule-options": "table of rule code = table of options",
     "extend": "a path to another configuration file",
 }
@@ -231,6 +263,9 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
         "rules whose replacement API is newer stay silent.",
     ),
     "unsafe-fixes": ("false", "Let `--fix` apply unsafe fixes, as if `--unsafe-fixes` were given."),
+    "fixable": ('["ALL"]', "Rule codes or prefixes whose fixes `--fix` may apply (`--fixable` replaces it)."),
+    "extend-fixable": ("[]", "Rule codes or prefixes added to `fixable`."),
+    "unfixable": ("[]", "Rule codes or prefixes whose fixes `--fix` never applies (shown, not applied)."),
     "exit-non-zero-on-info": (
         "false",
         "Let the trade-offs (`info` findings, TL401) set exit status 1 and fail a pre-commit hook, as the "
@@ -295,7 +330,7 @@ def load_settings(
 
 
 # Keys whose values an extending file adds to those of the file it extends (the others replace them).
-_ADDED_BY_EXTEND = ("extend-select", "extend-exclude")
+_ADDED_BY_EXTEND = ("extend-select", "extend-exclude", "extend-fixable")
 
 
 def _table_of(
@@ -433,7 +468,7 @@ def _changes_from_table(
         return tuple(value)
 
     changes: dict[str, Any] = {}
-    for key in ("select", "extend-select", "ignore"):
+    for key in ("select", "extend-select", "ignore", "fixable", "extend-fixable", "unfixable"):
         codes = string_list(key)
         if codes is not None:
             codes = tuple(code.upper() for code in codes)
