@@ -27,9 +27,13 @@ def describe(facts: ModuleFacts) -> list[str]:
             out.append(f"    line {line(event.node)}: {event.kind} `{text}`{flags}")
         compiled = "yes" if questions.compiled_somewhere(model) else "no"
         kind = ", an nn.Sequential" if questions.is_sequential(model.expr, model.scope) else ""
+        if questions.surely_not_a_module(model):
+            kind += ", not a Module (a project class holding one)"
         out.append(f"    compiled: {compiled}; device: {models.device(model).label}{kind}")
     if not models.trained:
         out.append("  (none)")
+    if questions.torch_before_compile:
+        out.append(f"  (needs a torch without torch.compile: imports `{questions.torch_before_compile}`)")
     out.append("compile sites:")
     for site in models.compile_sites:
         every = ", every training step" if questions.runs_every_step(site) else ""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
-from torchlint.facts.syntax.names import BindingKind
+from torchlint.facts.syntax.names import BindingKind, dotted
 from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.models import (
     MAX_DEPTH,
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.syntax.names import Scope
     from torchlint.facts.torch.models import CompileSite, Model
+
+    _Class = tuple[SourceModule, ClassRecord]
 
 
 class CompileQuestions:
@@ -131,6 +133,36 @@ class CompileQuestions:
             return False
         found = self.models.compositions(model)
         return found is not None and all(composition.is_rnn_bound for composition in found)
+
+    @cached_property
+    def torch_before_compile(self) -> str:
+        """The import that ties this module to a torch older than 2.0, which has no `torch.compile` ("" when
+        none): a module removed before then, imported at the top level with no fallback
+        (`from torchtext.legacy import data`: gone with torchtext 0.12, which pairs with torch 1.11)."""
+        for statement in self.source.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue  # an import inside `try:` / `if` may have a fallback
+            for small in statement.body:
+                for name in _imported_names(small):
+                    if any(name == old or name.startswith(f"{old}.") for old in _REMOVED_BEFORE_COMPILE):
+                        return name
+        return ""
+
+    # -- what class the model is an instance of ----------------------------------------------------------
+
+    def surely_not_a_module(self, model: Model) -> bool:
+        """Every way the model is built makes an instance of a project class with no `torch.nn.Module` among
+        its bases (a dataclass holding the model: `WrappedModel(model=DDP(net))`, also as the annotated
+        return of a project function or method). It has no `.compile()`, and compiling it is not a question:
+        its optimizer was given the parameters of a module it holds. A base torchlint cannot read (a
+        library's class) may be a Module: unknown keeps the model."""
+        builds = model.builds
+        return bool(builds) and all(
+            isinstance(event.node, cst.Call)
+            and event.scope is not None
+            and _all_surely_not_modules(_classes_built(self.source, event.node, event.scope, 0))
+            for event in builds
+        )
 
     # -- the state_dict in the code the model is handed to ---------------------------------------------
 
@@ -363,6 +395,153 @@ _HARMLESS_BUILTINS = {
     "print", "len", "repr", "str", "id", "type", "isinstance", "issubclass", "hasattr", "getattr", "callable",
     "format",
 }  # fmt: skip
+
+
+# Modules removed before torch 2.0 (no `torch.compile` where they exist): torchtext.legacy went with
+# torchtext 0.12 (torch 1.11), torch._six with torch 2.0, torch.utils.ffi with torch 1.0.
+_REMOVED_BEFORE_COMPILE = ("torchtext.legacy", "torch._six", "torch.utils.ffi")
+
+
+def _imported_names(statement: cst.BaseSmallStatement) -> list[str]:
+    """The absolute dotted names an import statement binds or reads (`from torch import _six` ->
+    `torch._six`); none for a relative import."""
+    if isinstance(statement, cst.Import):
+        return [name for alias in statement.names if (name := dotted(alias.name))]
+    if isinstance(statement, cst.ImportFrom) and not statement.relative and statement.module is not None:
+        module = dotted(statement.module) or ""
+        if isinstance(statement.names, cst.ImportStar):
+            return [module]
+        return [
+            module,
+            *(
+                f"{module}.{alias.name.value}"
+                for alias in statement.names
+                if isinstance(alias.name, cst.Name)
+            ),
+        ]
+    return []
+
+
+# Bases that are surely not a `torch.nn.Module` (nor make one).
+_PLAIN_BASES = {
+    "object", "abc.ABC", "typing.Generic", "typing.Protocol", "typing.NamedTuple",
+    "typing_extensions.Protocol", "enum.Enum", "enum.IntEnum", "dict", "list", "tuple", "Exception",
+}  # fmt: skip
+# Methods that hand attribute lookups on to another object (the module a holder keeps): it acts as one.
+_DELEGATING = ("__getattr__", "__getattribute__")
+
+
+def _classes_built(
+    home: SourceModule, call: cst.BaseExpression, scope: Scope, depth: int
+) -> list[_Class] | None:
+    """The project classes whose instances `call` may return (None: unknown): `Holder(...)`, a project
+    function or method annotated to return one (`def wrap_model(...) -> WrappedModel`), also a method of an
+    object whose class is known so (`strategy.wrap_model(...)` with `strategy = make_strategy(cfg)`, `->
+    Strategy`), or a project factory without an annotation, through what it returns (`return holder` with
+    `holder = WrappedModel(model=ddp)`; `holder = configure(holder)` is the same object again)."""
+    call = unplaced(call)
+    if depth > MAX_DEPTH or not isinstance(call, cst.Call):
+        return None
+    found = home.resolve_class(call.func, scope)
+    if found is not None:
+        return [found]
+    target = home.callee_of_call(call, scope)
+    func = call.func
+    if target is None and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        assigned = home.assigned_values(func.value, scope)
+        if len(assigned) != 1 or assigned[0].index is not None:
+            return None
+        owners = _classes_built(home, assigned[0].value, assigned[0].scope, depth + 1)
+        if owners is None or len(owners) != 1:
+            return None
+        target = _method_of(owners[0], func.attr.value)
+    if target is None:
+        return None
+    annotated = _annotated_class(*target)
+    if annotated is not None:
+        return [annotated]
+    return _classes_returned(*target, depth + 1)
+
+
+def _classes_returned(home: SourceModule, function: FunctionRecord, depth: int) -> list[_Class] | None:
+    """The project classes a factory's `return` statements build, directly or through a name of its own."""
+    if not function.returns:
+        return None
+    found: list[_Class] = []
+    for returned in function.returns:
+        values = [returned]
+        if isinstance(returned, cst.Name):
+            assigned = home.assigned_values(returned, function.scope)
+            if any(a.index is not None for a in assigned):
+                return None  # `model, optimizer = ...`
+            values = [a.value for a in assigned if not _rebinds(home, returned, a.value)]
+        if not values:
+            return None
+        for value in values:
+            classes = _classes_built(home, value, function.scope, depth + 1)
+            if classes is None:
+                return None
+            found.extend(classes)
+    return found
+
+
+def _rebinds(home: SourceModule, name: cst.Name, value: cst.BaseExpression) -> bool:
+    """`model = apply_gradient_allreduce(model)`, `model = model.to(device)`: the same model again."""
+    value = unplaced(value)
+    if isinstance(value, cst.Name):
+        return value.value == name.value
+    return isinstance(value, cst.Call) and any(
+        isinstance(arg.value, cst.Name) and arg.value.value == name.value
+        for arg in value.args
+        if not arg.keyword
+    )
+
+
+def _method_of(cls: _Class, name: str, depth: int = 0) -> tuple[SourceModule, FunctionRecord] | None:
+    """The method `name` of a project class, looked up through its project bases."""
+    home, record = cls
+    if name in record.methods:
+        return home, record.methods[name]
+    if depth >= MAX_DEPTH:
+        return None
+    for base in record.node.bases:
+        if base.keyword is None:
+            found = home.resolve_class(base.value, record.scope)
+            method = _method_of(found, name, depth + 1) if found is not None else None
+            if method is not None:
+                return method
+    return None
+
+
+def _annotated_class(home: SourceModule, function: FunctionRecord) -> _Class | None:
+    """The project class a function's return annotation names (`-> WrappedModel`)."""
+    returns = function.node.returns
+    if returns is None or not isinstance(returns.annotation, (cst.Name, cst.Attribute)):
+        return None
+    return home.resolve_class(returns.annotation, function.scope)
+
+
+def _all_surely_not_modules(classes: list[_Class] | None) -> bool:
+    return bool(classes) and all(_surely_not_a_module(cls) for cls in classes or ())
+
+
+def _surely_not_a_module(cls: _Class | None, depth: int = 0) -> bool:
+    """A project class none of whose bases is (or may be) a `torch.nn.Module`: no bases, `object`, `ABC`,
+    `Generic[T]`, or project classes that are surely not one in turn. A base from a library is unknown."""
+    if cls is None or depth > MAX_DEPTH:
+        return False
+    home, record = cls
+    if any(name in record.methods for name in _DELEGATING):
+        return False
+    for base in record.node.bases:
+        if base.keyword is not None:
+            continue  # `metaclass=ABCMeta`
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        if (home.qualname(value, record.scope) or "") in _PLAIN_BASES:
+            continue
+        if not _surely_not_a_module(home.resolve_class(value, record.scope), depth + 1):
+            return False
+    return True
 
 
 def _all_parameters(function: FunctionRecord) -> list[cst.Param]:

@@ -54,9 +54,13 @@ class ModelNotCompiled(Rule):
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return  # XLA compiles through its own lazy tensors, not torch.compile's Inductor
         questions = _questions(facts)
+        if questions.torch_before_compile:
+            return  # the script needs a torch older than 2.0 (`torchtext.legacy`), which has no torch.compile
         for model in facts.models.trained:
             if questions.compiled_somewhere(model) or not self._may_be_cuda(facts.models.device(model)):
                 continue
+            if questions.surely_not_a_module(model):
+                continue  # a holder of the model (a dataclass), not a Module: it has no `.compile()`
             if questions.is_one_layer(model):
                 continue  # one layer is one kernel: nothing for the compiler to fuse
             if questions.is_rnn_bound(model):
