@@ -232,7 +232,7 @@ def test_a_test_file_that_trains_to_check_an_optimizer_is_not_flagged():
     source = """\
     import torch
 
-    model = torch.nn.Linear(2, 1).to("cuda")
+    model = Net().to("cuda")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for i in range(20):
         optimizer.zero_grad()

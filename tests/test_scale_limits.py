@@ -163,7 +163,7 @@ MAIN = textwrap.dedent(
     from engine import train_one_epoch
 
     device = torch.device("cuda")
-    model = torch.nn.Linear(4, 1).to(device)
+    model = torch.nn.Linear(64, 64).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     train_one_epoch(model, [], optimizer, device)
     """

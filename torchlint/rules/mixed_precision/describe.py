@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchlint.rules.mixed_precision.precision import EvidenceKind, PrecisionAnalysis
+from torchlint.rules.mixed_precision.sizes import SizeAnalysis
 from torchlint.rules.mixed_precision.steps import StepAnalysis
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ def describe(facts: ModuleFacts) -> list[str]:
     line = facts.line_of
     precision = facts.analysis(PrecisionAnalysis)
     steps = facts.analysis(StepAnalysis)
+    sizes = facts.analysis(SizeAnalysis)
     out.append("precision:")
     for site in precision.autocast_sites:
         dtype = site.dtype + ("" if site.dtype_explicit else " (the device's default)")
@@ -59,4 +61,9 @@ def describe(facts: ModuleFacts) -> list[str]:
             f"  loop at line {line(loop.node)}: forward `{facts.code(step.callee)}` at line "
             f"{line(step.forward)}; forward and loss: {region}"
         )
+        layer = sizes.too_small(step)
+        if layer is not None:
+            # the layer may be built in another file (a caller's): its text says which, not a line here
+            built = " ".join(facts.code(layer).split())
+            out.append(f"    its model is one narrow layer, `{built}`: memory-bound in float32")
     return out

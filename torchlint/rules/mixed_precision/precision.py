@@ -359,7 +359,7 @@ class PrecisionAnalysis:
 
         found = []
         callers = [(self.source, call) for call in self.source.callers_of(function)]
-        for module, call in callers + self._calls_elsewhere([function]):
+        for module, call in callers + self.calls_elsewhere([function]):
             argument = argument_for(call.node, function, param)
             if argument is None:
                 continue
@@ -770,7 +770,44 @@ class PrecisionAnalysis:
                 qualname = ref.qualname or ""
                 scales = qualname in _SCALING_MECHANISMS
                 found.append(Switch(ref.expr, _OTHER_MECHANISMS[qualname], scales_loss=scales))
+        found += self._required_dtypes
         return found
+
+    @cached_property
+    def _required_dtypes(self) -> list[Switch]:
+        """A custom `autograd.Function` that asserts the dtype its tensors must have (RWKV's float32-only
+        CUDA kernel: `assert all(i.dtype == torch.float32 for i in [w, q, k])`): the author fixed the
+        precision that op runs in, and autocast would hand it bfloat16 activations that fail the assertion.
+        An assertion elsewhere (a dataset checking its samples) says nothing about the model's precision."""
+        source = self.source
+        found: list[Switch] = []
+        for cls in source.classes:
+            if not any(
+                source.qualname(base.value, cls.scope) == "torch.autograd.Function" for base in cls.node.bases
+            ):
+                continue
+            for method in cls.methods.values():
+                for node in descendants(method.node.body):
+                    if not isinstance(node, cst.Assert):
+                        continue
+                    required = (self._required_dtype(c, method.scope) for c in descendants(node.test))
+                    dtype = next((d for d in required if d), "")
+                    if dtype:
+                        what = f"`{cls.name}` (a custom autograd.Function) requires {dtype} tensors"
+                        found.append(Switch(node, what, dtype))
+        return found
+
+    def _required_dtype(self, node: cst.CSTNode, scope: Scope) -> str:
+        """`x.dtype == torch.float32` (or `is`, either way round): the dtype required, else ""."""
+        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+            return ""
+        target = node.comparisons[0]
+        if not isinstance(target.operator, (cst.Equal, cst.Is)):
+            return ""
+        for side, other in ((node.left, target.comparator), (target.comparator, node.left)):
+            if isinstance(side, cst.Attribute) and side.attr.value == "dtype":
+                return _DTYPES.get(self.source.qualname(other, scope) or "", "")
+        return ""
 
     @cached_property
     def flags(self) -> list[tuple[cst.CSTNode, str]]:
@@ -948,7 +985,7 @@ class PrecisionAnalysis:
             other = target[0] if target is not None else source
             if other is not source and other.analysis(PrecisionAnalysis).evidence:
                 return True
-        return any(other.analysis(PrecisionAnalysis).evidence for other in self._importers())
+        return any(other.analysis(PrecisionAnalysis).evidence for other in self.importers())
 
     def loop_device(self, loop: LoopRecord) -> Device:
         """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper
@@ -1018,13 +1055,13 @@ class PrecisionAnalysis:
                 continue
             functions.append(function)
             frontier += [call.function for call in source.callers_of(function)]
-        return self._calls_elsewhere(functions)
+        return self.calls_elsewhere(functions)
 
-    def _calls_elsewhere(self, functions: list[FunctionRecord]) -> list[tuple[SourceModule, CallRecord]]:
+    def calls_elsewhere(self, functions: list[FunctionRecord]) -> list[tuple[SourceModule, CallRecord]]:
         """Calls in the files importing this one that run one of `functions` (or construct its class)."""
         classes = {f.owner.name: f.owner for f in functions if f.owner is not None}
         found = []
-        for other in self._importers() if functions else ():
+        for other in self.importers() if functions else ():
             for call in other.calls:
                 target = other.callee(call)
                 if target is not None and any(target[1] is f for f in functions):
@@ -1039,7 +1076,7 @@ class PrecisionAnalysis:
                         found.append((other, call))
         return found
 
-    def _importers(self, depth: int = 2) -> list[SourceModule]:
+    def importers(self, depth: int = 2) -> list[SourceModule]:
         """The project modules that import this one, and those that import them (a package's
         `__init__.py` re-exports the training function that a script calls)."""
         source = self.source

@@ -27,6 +27,7 @@ from torchlint.rules.mixed_precision.deprecations import AMP_WORD, DEPRECATED, D
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts, Reference
     from torchlint.rules.mixed_precision.precision import PrecisionAnalysis, ScalerPlan
+    from torchlint.rules.mixed_precision.sizes import SizeAnalysis
     from torchlint.rules.mixed_precision.steps import StepAnalysis, TrainingStep
 
 
@@ -40,6 +41,12 @@ def _steps(facts: ModuleFacts) -> StepAnalysis:
     from torchlint.rules.mixed_precision.steps import StepAnalysis
 
     return facts.analysis(StepAnalysis)
+
+
+def _sizes(facts: ModuleFacts) -> SizeAnalysis:
+    from torchlint.rules.mixed_precision.sizes import SizeAnalysis
+
+    return facts.analysis(SizeAnalysis)
 
 
 _FRAMEWORK_NAMES = {"lightning": "Lightning", "accelerate": "accelerate", "transformers": "Hugging Face"}
@@ -84,6 +91,8 @@ class TrainingWithoutAutocast(Rule):
                 continue
             if facts.training.makes_sparse_tensors:
                 return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
+            if _sizes(facts).too_small(step) is not None:
+                continue  # one narrow `nn.Linear`: memory-bound in float32, autocast would only add casts
             message = (
                 f"`{facts.code(step.callee)}(...)` runs the forward pass of a training loop on the GPU "
                 "in float32: `torch.autocast` runs matrix math in half precision on tensor cores and "
