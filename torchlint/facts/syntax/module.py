@@ -545,7 +545,9 @@ class SourceModule:
         """`assigned_values` of a name, less the bindings that an unconditional rebinding hides from this
         read: one written earlier in the same block as the read (`loader = DataLoader(a)` ...
         `loader = DataLoader(b)`, `return loader` returns the second only; in `if hf: ds = load(...);
-        ds = ds.map(f); dl = DataLoader(ds)` the `else:` branch's `ds` does not reach `dl`)."""
+        ds = ds.map(f); dl = DataLoader(ds)` the `else:` branch's `ds` does not reach `dl`), or an `if`
+        earlier in that block each of whose branches binds it or leaves (`seq = encode(text)`; `if short:
+        seq = torch.tensor(seq) else: continue`; `x.append(seq)` appends the tensor only)."""
         bindings = [
             b for b in scope.lookup(name.value) if b.kind is BindingKind.ASSIGN and b.value is not None
         ]
@@ -560,6 +562,7 @@ class SourceModule:
             index
             for index in range(read)
             if any(_binds_directly(statements[index], b.node) for b in bindings)
+            or _binds_on_every_path(statements[index], bindings)
         ]
         if not earlier:
             return self.assigned_values(name, scope)
@@ -790,6 +793,35 @@ def _innermost_block(root: cst.CSTNode, target: cst.CSTNode) -> tuple[list[cst.C
         if found is not None:
             return found
     return None
+
+
+def _binds_on_every_path(statement: cst.CSTNode, bindings: list[Binding]) -> bool:
+    """`statement` is an `if` (with its `elif`s and an `else:`) each branch of which binds one of `bindings`
+    in its own block or ends by leaving it (`continue`, `break`, `return`, `raise`), and one branch binds:
+    what was bound before it does not get past it."""
+    branches: list[cst.BaseSuite] = []
+    while isinstance(statement, cst.If):
+        branches.append(statement.body)
+        statement = statement.orelse
+    if not branches or not isinstance(statement, cst.Else):
+        return False
+    branches.append(statement.body)
+    binding = [
+        isinstance(block, cst.IndentedBlock)
+        and any(_binds_directly(line, b.node) for line in block.body for b in bindings)
+        for block in branches
+    ]
+    return any(binding) and all(
+        bound or _leaves(block) for bound, block in zip(binding, branches, strict=True)
+    )
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """The block's last statement leaves it: `continue`, `break`, `return` or `raise`."""
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else None
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(
+        last.body[-1], (cst.Continue, cst.Break, cst.Return, cst.Raise)
+    )
 
 
 def _binds_directly(statement: cst.CSTNode, node: cst.CSTNode | None) -> bool:

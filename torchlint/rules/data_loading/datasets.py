@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import passed_for
+from torchlint.facts.syntax.calls import Signature, passed_for, read_call
 from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
 from torchlint.facts.syntax.module import is_docstring
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
@@ -42,6 +42,14 @@ _TABLE_METHODS = {
     "train_test_split", "shard", "flatten", "sort", "select_columns", "cast_column",
 }  # fmt: skip
 _ROW_TRANSFORMS = {"set_transform", "with_transform"}
+# A cache of the dataset: `torch.load(f)` gives back what `torch.save(obj, f)` wrote to the same file.
+_LOAD, _SAVE = "torch.load", "torch.save"
+_LOAD_SIGNATURE = Signature(("f", "map_location", "pickle_module"))
+_SAVE_SIGNATURE = Signature(("obj", "f", "pickle_module", "pickle_protocol"))
+# Library functions that return a `(features, TensorDataset)` pair for a literal argument: Hugging Face
+# `transformers`' `squad_convert_examples_to_features(..., return_dataset="pt")` (documented: "if 'pt':
+# returns a torch.data.TensorDataset"), as `features, dataset = ...`.
+_TENSOR_PAIRS = {"squad_convert_examples_to_features": ("transformers.", "return_dataset", "pt", 1)}
 # Calls that build a sequence of integers: a loader over one only batches indices.
 _INDICES = {
     "range",
@@ -61,6 +69,9 @@ class Unpicklable:
 class DatasetAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
+        # The `torch.load` calls being followed, with the key read of what they give back: a cache saves what
+        # it loaded (`dataset` is the cache's or a new one; `torch.save({"dataset": dataset}, f)`).
+        self._reloading: set[tuple[int, str | None]] = set()
 
     def kind(self, loader: Loader) -> DatasetKind:
         dataset = _dataset(loader)
@@ -77,6 +88,10 @@ class DatasetAnalysis:
             )
             # `ds = ds.map(f)` rebinds the same table: decided by the other bindings when there are some
             values = [a for a in values if not _table_rebind(expr, a.value)] or values
+            if self._reloading and values:  # saving what the cache gave back adds nothing to the cache
+                values = [a for a in values if not self._reads_back(a.value, a.scope, a.index)] or None
+                if values is None:
+                    return DatasetKind.UNKNOWN
             kinds = {
                 self.kind_of(a.value, a.scope, depth + 1)
                 if a.index is None
@@ -89,6 +104,11 @@ class DatasetAnalysis:
         if _integer_list(expr):
             return DatasetKind.INDICES
         if isinstance(expr, cst.Subscript):  # `tokenized["train"]`
+            key = _string_key(expr)
+            if key is not None:  # `torch.load(cached)["dataset"]`, `{"dataset": TensorDataset(...)}[...]`
+                kept = self._entry_kind(expr.value, key, scope, depth + 1)
+                if kept is not DatasetKind.UNKNOWN:
+                    return kept
             inner = self.kind_of(expr.value, scope, depth + 1)
             return inner if inner in _HF_TABLES else DatasetKind.UNKNOWN
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
@@ -102,6 +122,8 @@ class DatasetAnalysis:
         callee = self.source.qualname(expr.func, scope)
         if callee in _INDICES:
             return DatasetKind.INDICES
+        if callee == _LOAD:  # `dataset = torch.load(cached)`: what this function saved there
+            return self._reloaded_kind(expr, scope, None, depth)
         if callee in _HF_LOADERS or (callee or "").startswith(_HF_CLASSES):
             # As loaded, a table's rows may be decoded as they are read (an `Image` column); `.map(...)`
             # prepares them up front, unless a transform decodes rows as they are read anyway.
@@ -141,11 +163,136 @@ class DatasetAnalysis:
     def _unpacked_kind(self, value: cst.BaseExpression, scope: Scope, index: int, depth: int) -> DatasetKind:
         """`dataset, model, optimizer = load_train_objs()`: element `index` of what the call returns;
         `train, test = random_split(full, [n, m])`: a part of `full`, of its kind."""
-        if not isinstance(value, cst.Call) or depth > MAX_HOPS:
+        if depth > MAX_HOPS:
             return DatasetKind.UNKNOWN
-        if self.source.qualname(value.func, scope) in _SPLITS and value.args:
+        if isinstance(value, (cst.Tuple, cst.List)):  # `features, dataset = (feats, TensorDataset(...))`
+            element = self._unpacked_element(value, index)
+            return self.kind_of(element, scope, depth + 1) if element is not None else DatasetKind.UNKNOWN
+        if not isinstance(value, cst.Call):
+            return DatasetKind.UNKNOWN
+        callee = self.source.qualname(value.func, scope) or ""
+        if callee in _SPLITS and value.args:
             return self.kind_of(value.args[0].value, scope, depth + 1)
+        library, keyword, literal, position = _TENSOR_PAIRS.get(callee.rpartition(".")[2], ("", "", "", -1))
+        if library and callee.startswith(library):
+            if index == position and read_call(self.source, value, scope).is_constant(keyword, literal):
+                return DatasetKind.TENSOR
+            return DatasetKind.UNKNOWN
         return self._returned_kind(value, scope, depth, index)
+
+    def _unpacked_element(self, value: cst.Tuple | cst.List, index: int) -> cst.BaseExpression | None:
+        """The element of a literal tuple that `a, b, c = (x, y, z)` binds to the name at `index`: only for
+        a flat target of names as long as the tuple (no starred or nested parts)."""
+        statement = self.source.assignment_of(value)
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            return None
+        target = statement.targets[0].target
+        elements = value.elements
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(elements):
+            return None
+        if not all(isinstance(e.value, cst.Name) for e in target.elements):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in (*elements, *target.elements)):
+            return None
+        return elements[index].value if index < len(elements) else None
+
+    def _element(self, value: cst.BaseExpression, index: int) -> cst.BaseExpression | None:
+        """What `a, b = (x, y)` binds at `index` (None: not a literal tuple of that shape)."""
+        return self._unpacked_element(value, index) if isinstance(value, (cst.Tuple, cst.List)) else None
+
+    def _entry_kind(self, expr: cst.BaseExpression, key: str, scope: Scope, depth: int) -> DatasetKind:
+        """The kind of `expr[key]` where `expr` is a dict literal, or what `torch.load` gives back of a cache
+        this function saved a dict literal into (also through names bound to either, when all agree)."""
+        if depth > MAX_HOPS:
+            return DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Name):
+            if self.source.assignments(expr, scope) is None:  # a parameter, a loop variable: unknown
+                return DatasetKind.UNKNOWN
+            values = self.source.reaching_values(expr, scope)
+            if self._reloading:
+                values = [a for a in values if not self._reads_back(a.value, a.scope, a.index)]
+            kinds = {
+                self._entry_kind(a.value, key, a.scope, depth + 1) if a.index is None else DatasetKind.UNKNOWN
+                for a in values
+            }
+            return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Dict):
+            if any(not isinstance(e, cst.DictElement) for e in expr.elements):
+                return DatasetKind.UNKNOWN  # a `**spread` may hold the key too
+            found = [
+                e.value
+                for e in expr.elements
+                if isinstance(e, cst.DictElement)
+                and isinstance(e.key, cst.SimpleString)
+                and e.key.evaluated_value == key
+            ]
+            return self.kind_of(found[-1], scope, depth + 1) if found else DatasetKind.UNKNOWN
+        if isinstance(expr, cst.Call) and self.source.qualname(expr.func, scope) == _LOAD:
+            return self._reloaded_kind(expr, scope, key, depth)
+        return DatasetKind.UNKNOWN
+
+    def _reloaded_kind(self, load: cst.Call, scope: Scope, key: str | None, depth: int) -> DatasetKind:
+        """What `torch.load(f)` (or its `[key]`) gives back, where the same function `torch.save`s to the
+        same file (a name bound once, or a string literal): the kind of every object it saves there (of its
+        `key` in a saved dict literal), when they agree. A cache read back is what the code wrote."""
+        if depth > MAX_HOPS or (id(load), key) in self._reloading:
+            return DatasetKind.UNKNOWN
+        loaded = read_call(self.source, load, scope, _LOAD_SIGNATURE).get("f")
+        file = loaded.expression if loaded is not None else None
+        if not _same_file_each_time(file, scope):
+            return DatasetKind.UNKNOWN
+        saved = []
+        for call in self.source.calls:
+            if call.scope is not scope or self.source.qualname(call.node.func, call.scope) != _SAVE:
+                continue
+            arguments = read_call(self.source, call.node, call.scope, _SAVE_SIGNATURE)
+            target, obj = arguments.get("f"), arguments.get("obj")
+            if target is None or target.expression is None or not _same_expression(target.expression, file):
+                continue
+            if obj is None or obj.expression is None:
+                return DatasetKind.UNKNOWN
+            saved.append(obj.expression)
+        if not saved:
+            return DatasetKind.UNKNOWN
+        self._reloading.add((id(load), key))
+        try:
+            kinds = {
+                self.kind_of(obj, scope, depth + 1)
+                if key is None
+                else self._entry_kind(obj, key, scope, depth + 1)
+                for obj in saved
+            }
+        finally:
+            self._reloading.discard((id(load), key))
+        return kinds.pop() if len(kinds) == 1 else DatasetKind.UNKNOWN
+
+    def _reads_back(
+        self, value: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
+    ) -> bool:
+        """`value` is, unchanged, what a `torch.load` being followed gives back (of the key being followed):
+        the load itself, its `[key]`, a name bound only to that, or the element of a literal tuple that holds
+        it (`features, dataset = (loaded["features"], loaded["dataset"])`)."""
+        if depth > MAX_HOPS:
+            return False
+        if index is not None:
+            element = self._element(value, index)
+            return element is not None and self._reads_back(element, scope, None, depth + 1)
+        key = _string_key(value) if isinstance(value, cst.Subscript) else None
+        if key is not None:
+            value = value.value  # type: ignore[attr-defined]
+        if isinstance(value, cst.Name):
+            values = self.source.reaching_values(value, scope)
+            return bool(values) and all(
+                a.index is None and self._reads_loaded(a.value, a.scope, key) for a in values
+            )
+        return self._reads_loaded(value, scope, key)
+
+    def _reads_loaded(self, value: cst.BaseExpression, scope: Scope, key: str | None) -> bool:
+        return (
+            isinstance(value, cst.Call)
+            and (id(value), key) in self._reloading
+            and self.source.qualname(value.func, scope) == _LOAD
+        )
 
     def _returned_kind(
         self, call: cst.Call, scope: Scope, depth: int, index: int | None = None
@@ -214,7 +361,99 @@ class DatasetAnalysis:
             if self._collate_moves(collate.expression, loader.scope):
                 return False
         dataset = _dataset(loader)
-        return self._class_on_cpu(dataset, loader.scope) if dataset is not None else None
+        if dataset is None:
+            return None
+        if self._holds_device_tensors(dataset, loader.scope):
+            return False
+        return self._class_on_cpu(dataset, loader.scope)
+
+    def _holds_device_tensors(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        """The dataset (on every path, also a `random_split`/`Subset` part of one) is a project class built
+        from tensors that are on a device that may be CUDA (`Pairs(x, y)` where every item appended to `x`
+        was made with `torch.tensor(..., device=device)` or moved with `.to(device)`): its samples are
+        already on the GPU when the loader reads them."""
+        if depth > MAX_HOPS:
+            return False
+        if isinstance(expr, cst.Name):
+            values = self.source.reaching_values(expr, scope)
+            if not values or self.source.assignments(expr, scope) is None:
+                return False
+            return all(self._holds_device_tensors_unpacked(a.value, a.scope, a.index, depth) for a in values)
+        if not isinstance(expr, cst.Call) or not expr.args:
+            return False
+        if self.source.qualname(expr.func, scope) in _SUBSETS:
+            return self._holds_device_tensors(expr.args[0].value, scope, depth + 1)
+        if self.source.resolve_class(expr.func, scope) is None:
+            return False
+        return any(arg.star == "" and self._on_device(arg.value, scope, depth + 1) for arg in expr.args)
+
+    def _holds_device_tensors_unpacked(
+        self, value: cst.BaseExpression, scope: Scope, index: int | None, depth: int
+    ) -> bool:
+        if index is None:
+            return self._holds_device_tensors(value, scope, depth + 1)
+        if isinstance(value, cst.Call) and value.args and self.source.qualname(value.func, scope) in _SPLITS:
+            return self._holds_device_tensors(value.args[0].value, scope, depth + 1)  # a part of it
+        return False
+
+    def _on_device(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """Tensors on a device that may be CUDA, on every path: `torch.tensor(data, device=device)`,
+        `t.to(device)`, `t.cuda()`, a list or tuple of them, a name bound only to such, or a list it starts
+        empty and only `.append`s such items to."""
+        if depth > MAX_HOPS:
+            return False
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return bool(expr.elements) and all(
+                not isinstance(e, cst.StarredElement) and self._on_device(e.value, scope, depth + 1)
+                for e in expr.elements
+            )
+        if isinstance(expr, cst.Name):
+            if self.source.assignments(expr, scope) is None:
+                return False
+            values = [
+                (a.value if a.index is None else self._element(a.value, a.index), a.scope)
+                for a in self.source.reaching_values(expr, scope)
+            ]
+            if not values or any(value is None for value, _ in values):
+                return False
+            if len(values) == 1 and isinstance(values[0][0], cst.List) and not values[0][0].elements:
+                return self._filled_on_device(expr.value, values[0][1], depth)
+            return all(self._on_device(value, where, depth + 1) for value, where in values)  # type: ignore[arg-type]
+        if not isinstance(expr, cst.Call):
+            return False
+        devices = self.source.analysis(DeviceAnalysis)
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value == "to" and expr.args:
+            first = expr.args[0]
+            return first.keyword is None and devices.device_of(first.value, scope).may_be_cuda
+        if not (self.source.qualname(func, scope) or "").startswith("torch."):
+            return False
+        device = next(
+            (a.value for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None
+        )
+        return device is not None and devices.device_of(device, scope).may_be_cuda
+
+    def _filled_on_device(self, name: str, home: Scope, depth: int) -> bool:
+        """`x = []` (every binding of `x` is one) filled only by `x.append(item)` calls (at least one), every
+        item on the device."""
+        appends = self.source.method_calls_on(name, home, "append")
+        if not appends or any(
+            self.source.method_calls_on(name, home, other) for other in ("extend", "insert")
+        ):
+            return False
+        # every binding an empty list (`x = []` in each branch, `x, y = [], []`): no `x += more`
+        for binding in home.lookup(name):
+            value = binding.value
+            if value is not None and binding.index is not None:
+                value = self._element(value, binding.index)
+            if not isinstance(value, cst.List) or value.elements:
+                return False
+        return all(
+            len(call.node.args) == 1 and self._on_device(call.node.args[0].value, call.scope, depth + 1)
+            for call in appends
+        )
 
     def _collate_moves(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         """A collate function of the project that moves the batch to a device (also through
@@ -346,6 +585,34 @@ def _table_rebind(name: cst.BaseExpression, value: cst.BaseExpression) -> bool:
         and isinstance(name, cst.Name)
         and isinstance(value.func.value, cst.Name)
         and value.func.value.value == name.value
+    )
+
+
+def _string_key(expr: cst.Subscript) -> str | None:
+    """`x["dataset"]`: the one string key it reads."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    key = expr.slice[0].slice.value
+    if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+        return key.evaluated_value
+    return None
+
+
+def _same_file_each_time(file: cst.BaseExpression | None, scope: Scope) -> bool:
+    """A file named by a string literal, or by a name bound once in its scope (the same path wherever the
+    function reads or writes it)."""
+    if isinstance(file, cst.SimpleString):
+        return True
+    return isinstance(file, cst.Name) and len(scope.lookup(file.value)) == 1
+
+
+def _same_expression(a: cst.BaseExpression, b: cst.BaseExpression | None) -> bool:
+    if isinstance(a, cst.Name) and isinstance(b, cst.Name):
+        return a.value == b.value
+    return (
+        isinstance(a, cst.SimpleString)
+        and isinstance(b, cst.SimpleString)
+        and a.evaluated_value == b.evaluated_value
     )
 
 
