@@ -277,7 +277,7 @@ def test_hidden_options_are_never_suggested(project):
     assert result.exit_code == 2
     assert "No such option '--no-prefilte'" in result.stderr
     assert "--no-prefilter" not in result.stderr
-    assert "Did you mean one of: '--cache-dir', '--no-cache'?" in invoke("--no-cach").stderr
+    assert "Did you mean one of: '--cache-dir', '--no-cache', '--watch'?" in invoke("--no-cach").stderr
 
 
 def test_show_files_lists_what_a_run_would_check_and_checks_nothing(project):

@@ -272,6 +272,12 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
     show_envvar=True,
     help="The cache's folder (default: .torchlint_cache/ in each project root).",
 )
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Check again whenever a checked file or a config changes (Ctrl-C ends).",
+)
 @click.option("--show-files", is_flag=True, help="List the files a run would check, and check nothing.")
 @click.option(
     "--show-settings", is_flag=True, help="Print the settings of the first file to check, and check nothing."
@@ -316,6 +322,7 @@ def check(
     jobs: int | None,
     no_cache: bool,
     cache_dir: Path | None,
+    watch: bool,
     show_files: bool,
     show_settings: bool,
     no_prefilter: bool,
@@ -326,6 +333,10 @@ def check(
     from torchlint.workspace.settings import CliOverrides, ConfigError
 
     stdin = stdin_filename is not None or paths == (Path("-"),)
+    if watch and (stdin or add_noqa or show_files or show_settings):
+        _usage_error(
+            "--watch cannot be combined with standard input, --add-noqa, --show-files or --show-settings"
+        )
     if add_noqa and (fix or fix_only or diff or stdin):
         _usage_error("--add-noqa cannot be combined with --fix, --fix-only, --diff or standard input")
     fix = fix or fix_only
@@ -373,6 +384,8 @@ def check(
     )
     if (show_files or show_settings) and not stdin:
         _show_discovery(options, show_files, show_settings)
+    if watch:
+        _watch(options, output_format, output_file, color, quiet, silent, statistics, fix_only, show_fixes)
     if stdin:
         from torchlint.stdin import run_stdin
 
@@ -416,6 +429,41 @@ def check(
             else:
                 report.findings(show_fixes)
     sys.exit(_exit_code(outcome, options, exit_zero, fix_only, exit_non_zero_on_fix))
+
+
+def _watch(
+    options, output_format, output_file, color, quiet, silent, statistics, fix_only, show_fixes
+) -> NoReturn:
+    """`--watch`: a report per check, the screen cleared before each on a terminal; Ctrl-C ends with
+    status 130 (128 + SIGINT), as a stopped command does."""
+    from torchlint.api import run
+    from torchlint.watch import watch
+
+    def check() -> None:
+        outcome = run(options)
+        if silent:
+            _errors(outcome)
+            return
+        with _report_stream(output_file, sys.stdout) as out:
+            from torchlint.report.style import Style, wants_color
+
+            report = _Report(outcome, options, output_format, quiet, Style(wants_color(color, out)), out)
+            if fix_only:
+                report.fix_only(show_fixes)
+            elif statistics and not (options.fix or options.diff):
+                report.statistics()
+            else:
+                report.findings(show_fixes)
+
+    def clear() -> None:
+        if sys.stdout.isatty():
+            click.clear()
+
+    try:
+        watch(options, check, lambda line: click.echo(line, err=True), clear)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    raise AssertionError("watch returns only by Ctrl-C")
 
 
 def _show_discovery(options, show_files: bool, show_settings: bool) -> NoReturn:

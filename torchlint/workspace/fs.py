@@ -92,6 +92,15 @@ class FileSystem:
         Discovery checks a file reached twice once, and stops at a folder it walked already (a loop)."""
         return identity_of(os.fspath(path))
 
+    def stamp(self, path: Path | str) -> tuple[int, int] | None:
+        """When the file last changed and its size ((st_mtime_ns, st_size)), or None where nothing is:
+        what `--watch` compares between two looks."""
+        try:
+            status = os.stat(os.fspath(path))
+        except (OSError, ValueError):
+            return None
+        return status.st_mtime_ns, status.st_size
+
     def read_bytes(self, path: Path | str) -> bytes:
         """The file's bytes (OSError as usual)."""
         with open(os.fspath(path), "rb") as handle:
