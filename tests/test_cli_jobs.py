@@ -1,6 +1,6 @@
 """The default --jobs: chosen by the work a run has (bytes the LibCST analysis reads) and the idle CPUs, so
 that it is never slower than one process where a second would only add its start-up and its own copy of
-the project's facts (the measured figures are in the README, "Speed and the cache")."""
+the project's facts (the measured figures are in docs/speed-and-cache.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """torchlint next to ruff, behaviour by behaviour: the same invocation on the same tree gives the same shape
 of result (exit code, which files and lines are reported, which files are rewritten, whether anything is
-printed), except where the README ("Next to ruff") documents a deliberate difference.
+printed), except where docs/next-to-ruff.md documents a deliberate difference.
 
 The tree has, on the same lines, a finding of each tool with the same kind of fix: ruff's F401 and
 torchlint's TL304 (safe fixes) on line 2 of four files (one a .pyi stub, one git-ignored); and in u.py ruff's

@@ -44,7 +44,7 @@ __all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "discovered
 # bytes per process, about two seconds of work, and never starts more processes than there are idle CPUs
 # (`_load`): on a busy machine a second process only competes with the first. Measured on an idle 2-core
 # machine: two processes took pytorch/examples from 4.2 to 2.2 s, timm from 29.9 to 19.6 s, and left
-# yolov5 where it was (README, "Speed and the cache"); the small trees (DiT, minGPT, detr) stay in one.
+# yolov5 where it was (docs/speed-and-cache.md); the small trees (DiT, minGPT, detr) stay in one.
 WORK_PER_PROCESS = 150_000
 
 
