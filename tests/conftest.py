@@ -21,3 +21,13 @@ def no_user_config(tmp_path_factory, monkeypatch):
     """No test reads the configuration of the user who runs the suite (`~/.config/torchlint/`): its own
     empty config home, which a test may fill."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+
+
+DOCS_URL = "https://docs.example/torchlint/rules/{code}.md"
+
+
+@pytest.fixture(autouse=True)
+def docs_url(monkeypatch):
+    """Findings' `url` from a fixed template, so that recorded outputs do not name this checkout's folder
+    (by default it is the installed doc's `file:` URL; tests/test_docs_url.py checks that)."""
+    monkeypatch.setenv("TORCHLINT_DOCS_URL", DOCS_URL)

@@ -173,7 +173,7 @@ def test_json_uses_ruffs_field_names(project):
                 },
             ],
         },
-        "url": "https://github.com/torchlint/torchlint/blob/main/rules/TL303.md",
+        "url": "https://docs.example/torchlint/rules/TL303.md",
     }
 
 

@@ -43,7 +43,7 @@ def test_rule_as_json_has_ruffs_fields():
         "fix_availability": "Always",
         "explanation": rule_doc("TL003"),  # without the examples' test markers
         "severity": "warning",
-        "url": "https://github.com/torchlint/torchlint/blob/main/rules/TL003.md",
+        "url": "https://docs.example/torchlint/rules/TL003.md",
     }
     assert entry["summary"].startswith("Finds the torchlint codes in a `# noqa: ...` comment")
     every = json.loads(invoke("rule", "--all", "--output-format", "json").stdout)

@@ -53,7 +53,7 @@ TRAIN = textwrap.dedent(
 )
 pytestmark = pytest.mark.asyncio  # the real client is asynchronous (pytest-asyncio, pulled in by pytest-lsp)
 CODES = ["TL304", "TL201", "TL202", "TL303"]  # TRAIN's findings, in the order they are published
-URL = "https://github.com/torchlint/torchlint/blob/main/rules/{}.md"
+URL = "https://docs.example/torchlint/rules/{}.md"
 TL201 = (
     "`DataLoader` feeds training without `num_workers` (default 0): every batch is loaded in the training "
     "process while the GPU waits"

@@ -218,7 +218,7 @@ def _sarif_rule(code: str, name: str, severity: str) -> dict:
     return {
         "id": code,
         "name": name,
-        "helpUri": f"https://github.com/torchlint/torchlint/blob/main/rules/{code}.md",
+        "helpUri": f"https://docs.example/torchlint/rules/{code}.md",
         "properties": {"severity": severity},
         "shortDescription": {"text": summary.short},
         "fullDescription": {"text": summary.full},
@@ -252,7 +252,6 @@ def test_sarif_has_the_tool_its_rules_and_located_results_with_fixes():
             "name": "torchlint",
             "version": __version__,
             "semanticVersion": __version__,
-            "informationUri": "https://github.com/torchlint/torchlint",
             "rules": [
                 _sarif_rule("TL204", "dataloader-invalid-worker-options", "error"),
                 _sarif_rule("TL303", "deprecated-amp-autocast", "warning"),

@@ -724,7 +724,7 @@ def show_rule(code: str | None, every: bool, output_format: str) -> None:
     """Print the documentation of one rule (by code or name), or of every rule with --all."""
     import json
 
-    from torchlint.docs import rule_doc, rule_summary
+    from torchlint.docs import rule_doc, rule_summary, rule_url
     from torchlint.rules.base import registered_rules
 
     rules = registered_rules()
@@ -756,7 +756,7 @@ def show_rule(code: str | None, every: bool, output_format: str) -> None:
                 "fix_availability": rule.fix_availability.value.capitalize(),
                 "explanation": rule_doc(rule_code),
                 "severity": rule.severity.value,
-                "url": f"https://github.com/torchlint/torchlint/blob/main/rules/{rule_code}.md",
+                "url": rule_url(rule_code),
             }
         )
     click.echo(json.dumps(entries if every else entries[0], indent=2, ensure_ascii=False))

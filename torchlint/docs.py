@@ -1,15 +1,21 @@
 """The rule reference: `rules/<code>.md`, shipped inside the wheel as `torchlint/_docs/`.
 
 An editable install has no `_docs` folder; it reads the source tree's `rules/` instead.
+
+A finding's `url` (JSON, SARIF's `helpUri`, the editor's link) must lead somewhere real: by default the
+installed doc itself (a `file:` URL), which every install has; where a team publishes the docs, the
+`TORCHLINT_DOCS_URL` template (`https://git.example.com/torchlint/blob/main/rules/{code}.md`) names them.
+`torchlint rule CODE` prints the same doc.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/rules/{code}.md"
+DOCS_URL_VARIABLE = "TORCHLINT_DOCS_URL"
 
 
 def docs_folder() -> Path:
@@ -40,7 +46,11 @@ def _without_markers(text: str) -> str:
 
 
 def rule_url(code: str) -> str:
-    return DOCS_URL.format(code=code)
+    """Where the rule's doc is: `TORCHLINT_DOCS_URL` with `{code}` filled in, else the installed doc."""
+    template = os.environ.get(DOCS_URL_VARIABLE)
+    if template:
+        return template.replace("{code}", code)
+    return (docs_folder() / f"{code}.md").as_uri()
 
 
 @dataclass(frozen=True)

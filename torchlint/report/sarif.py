@@ -22,7 +22,6 @@ from torchlint.docs import rule_summary
 from torchlint.report.json import location
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/torchlint/torchlint"
 LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
@@ -95,7 +94,6 @@ def to_sarif(diagnostics: list[Diagnostic], sources: dict[str, LineIndex]) -> di
         "name": "torchlint",
         "version": __version__,
         "semanticVersion": __version__,
-        "informationUri": INFORMATION_URI,
         "rules": rules,
     }
     return {
