@@ -10,6 +10,8 @@
 - CPU: only `"cpu"` is ever named (`torch.load(..., map_location="cpu")` does not count: it says where a
   checkpoint is loaded, not where training runs);
 - unknown otherwise — then the `device` setting decides.
+
+A device a project function returns (`dist_util.dev()` in another module) is what its `return`s say.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.vocabulary import Device, DeviceEvidence
 
 if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 __all__ = ["Device", "DeviceAnalysis", "DeviceEvidence"]
@@ -94,6 +97,9 @@ class DeviceAnalysis:
                 ok, template = literal_of(func.value)
                 if ok and isinstance(template, str) and template.startswith("cuda"):
                     return Device.CUDA
+            target = source.callee_of_call(expr, scope)  # `dist_util.dev()`: a project helper, read there
+            if target is not None:
+                return target[0].analysis(DeviceAnalysis).returned_device(target[1], depth + 1)
             return Device.UNKNOWN
         if isinstance(expr, cst.Name):
             devices = {
@@ -120,6 +126,14 @@ class DeviceAnalysis:
                     found = self.device_of(default, source.module_scope, depth + 1)
                     return Device.CUDA_WHEN_AVAILABLE if found is Device.CUDA else found
         return Device.UNKNOWN
+
+    def returned_device(self, function: FunctionRecord, depth: int) -> Device:
+        """The device a function of this module returns (`if torch.cuda.is_available(): return
+        torch.device("cuda")` then `return torch.device("cpu")`: CUDA when available)."""
+        devices = {self.device_of(value, function.scope, depth + 1) for value in function.returns}
+        if Device.CPU in devices and Device.CUDA in devices:
+            return Device.CUDA_WHEN_AVAILABLE
+        return max(devices, default=Device.UNKNOWN)
 
     def _passed_to(self, scope: Scope, name: str, depth: int) -> set[Device]:
         """What the callers pass for a parameter; for `__init__`, what `Trainer(..., gpu_id)` passes."""

@@ -4,13 +4,19 @@ A training loop is the innermost loop whose iterations run a backward pass (`los
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`) and an optimizer
 step (`opt.step()`, `scaler.step(opt)`), directly or through functions it calls — local ones, methods on
 `self`, functions imported from another module of the project, or methods of a project class's instance
-(`trainer.train_step(x)` with `trainer = Trainer(model).cuda()`). A loop around a training loop (or around a
-call to a function that contains one) is an epoch loop: the loader is then iterated once per epoch.
+(`trainer.train_step(x)` with `trainer = Trainer(model).cuda()`, a wrapper optimizer's
+`optimizer.step_and_update_lr()` when every value the receiver can hold is such an object), the overrides of
+a step a base class leaves abstract (`self.forward_backward(batch)`), and functions handed to a helper that
+runs them (`timer.run(step)`, `optimizer.step(closure)`; not a whole training run handed to a process). A loop
+around a training loop (or around a call to a function that contains one) is an epoch loop: the loader is
+then iterated once per epoch.
 
 What a loop iterates is followed back to its source: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)` with
 `next(it)` in a `while` loop, a parameter (then every call site's argument), `self.train_loader`, a
-factory's return value (also one element of a returned tuple), `accelerator.prepare(...)`. Frameworks that own
-the loop count too: a `train_dataloader()` method (Lightning) and `trainer.fit(model, loader)`.
+factory's return value, one element of a tuple or a list (`loaders[0]`, `a, b = build()`), one field of a
+dataclass or a NamedTuple or one attribute of a project object (`data.train`: the argument that construction
+passes for it), `accelerator.prepare(...)`. Frameworks that own the loop count too: a `train_dataloader()`
+method (Lightning) and `trainer.fit(model, loader)`.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import Signature, argument_for, read_call
-from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
+from torchlint.facts.syntax.calls import Signature, argument_for, passed_for, read_call
+from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord, LoopRecord
+from torchlint.facts.syntax.module import is_docstring
 from torchlint.facts.syntax.names import BindingKind, Scope
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import calls_in
@@ -68,10 +75,18 @@ class LoaderUse:
         return self.module.path
 
 
+# What part of a value is meant: None the value itself, an int one element of a tuple or list (`loaders[0]`,
+# `a, b = build()`), a str one attribute of an object (`data.train` of a dataclass or a helper object).
+Selector = int | str | None
+
+
 @dataclass(frozen=True)
 class ParamSource:
+    """A parameter of `function` (the part `index` of it: `loaders[0]`, `data.train`)."""
+
     function: FunctionRecord
     name: str
+    index: Selector = None
 
 
 Flags = tuple[tuple[str, object], ...]
@@ -79,11 +94,12 @@ Flags = tuple[tuple[str, object], ...]
 
 @dataclass(frozen=True)
 class ExternalSource:
-    """The value returned by a function of another module (element `index` of a returned tuple)."""
+    """The value returned by a function of another module (part `index` of it: an element of a returned
+    tuple, an attribute of a returned dataclass)."""
 
     path: str
     function: str
-    index: int | None
+    index: Selector
     flags: Flags = ()  # the constants the call passes (or defaults to) for the function's parameters
 
 
@@ -111,8 +127,11 @@ class TrainingAnalysis:
         self._has_loop: dict[int, bool] = {}
         self._training: list[LoopRecord] | None = None
         self._sources: list[tuple[Source, bool, cst.CSTNode, str]] | None = None
-        self._returned_params: dict[tuple[int, int | None], list[str]] = {}
-        self._exports: dict[tuple[str, int | None, Flags], list[LoaderUse]] | None = None
+        self._returned_params: dict[tuple[int, Selector], list[tuple[str, Selector]]] = {}
+        self._exports: dict[tuple[str, Selector, Flags], list[LoaderUse]] | None = None
+        self._targets: dict[int, list[tuple[SourceModule, FunctionRecord]]] = {}
+        self._subclass_memo: dict[int, list[tuple[SourceModule, ClassRecord]]] = {}
+        self._receivers: dict[tuple[int, str], list[tuple[SourceModule, ClassRecord]] | None] = {}
 
     # -- what runs where --------------------------------------------------------------------------------
 
@@ -125,13 +144,208 @@ class TrainingAnalysis:
             elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
                 events.add(STEP)
         if depth < MAX_DEPTH:
+            targets = self.targets(call)
+            for home, function in targets:
+                events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
+            if not targets and self._hands_over_loss_and_optimizer(call):
+                events |= {BACKWARD, STEP}
+            for home, function in self._handed_over(call):
+                # `timer.run(step)`, `optimizer.step(closure)`: a step handed to a helper that runs it; a
+                # whole training run handed over (`Process(target=train)`) is not a step of this loop
+                there = home.analysis(TrainingAnalysis)
+                if not there.has_training_loop(function, depth + 1):
+                    events |= there.function_events(function, depth + 1)
+        return frozenset(events)
+
+    def targets(self, call: CallRecord) -> list[tuple[SourceModule, FunctionRecord]]:
+        """The functions a call may run: the one it names (`source.callee`), and where that is not all the
+        code shows, `self.method(...)` that a project base class defines, the overrides of `self.method(...)`
+        in the subclasses of a class whose own method is abstract or missing (a base class's loop calling
+        `self.forward_backward(batch)`), and the method
+        of a project class whose object the receiver holds (`optimizer.step_and_update_lr()` with a
+        `ScheduledOptim` passed as `optimizer`, `self.mp_trainer.optimize(opt)`) (memoised)."""
+        key = id(call.node)
+        found = self._targets.get(key)
+        if found is None:
+            found = []
             target = self.source.callee(call)
             if target is not None:
-                home, function = target
-                events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
-            elif self._hands_over_loss_and_optimizer(call):
-                events |= {BACKWARD, STEP}
-        return frozenset(events)
+                found.append(target)
+            func = call.node.func
+            if isinstance(func, cst.Attribute):
+                owner = self.source.class_of_method_scope(call.scope)
+                on_self = (
+                    owner is not None and isinstance(func.value, cst.Name) and func.value.value == owner[1]
+                )
+                if on_self and target is None:  # a method a project base class defines
+                    assert owner is not None
+                    target = _method_of(self.source, owner[0], func.attr.value)
+                    if target is not None:
+                        found.append(target)
+                if on_self and (target is None or _is_abstract(target[1])):
+                    assert owner is not None
+                    found += self._overrides(owner[0], func.attr.value)
+                elif target is None and not on_self:
+                    for home, cls in self._receiver_classes(func.value, call.scope, 0) or ():
+                        method = _method_of(home, cls, func.attr.value)
+                        if method is not None and method not in found:
+                            found.append(method)
+            self._targets[key] = found
+        return found
+
+    def _overrides(self, cls: ClassRecord, name: str) -> list[tuple[SourceModule, FunctionRecord]]:
+        """The methods `name` of the classes deriving from `cls` (this module's class), here and in the
+        project files that import this one."""
+        found: list[tuple[SourceModule, FunctionRecord]] = []
+        for home, subclass in self._subclasses(cls):
+            method = subclass.methods.get(name)
+            if method is not None and not _is_abstract(method):
+                found.append((home, method))
+        return found
+
+    def _subclasses(self, cls: ClassRecord, depth: int = 0) -> list[tuple[SourceModule, ClassRecord]]:
+        key = id(cls.node)
+        if key in self._subclass_memo:
+            return self._subclass_memo[key]
+        self._subclass_memo[key] = []  # recursion guard
+        facts = self.source
+        modules = [facts]
+        if facts.project is not None and facts.file is not None:
+            for importer in facts.project.importers_of(facts.file):
+                if facts.project.may_name(importer, {cls.name}):
+                    other = facts.project.facts_for(importer, facts.file)
+                    if other is not None and other is not facts:
+                        modules.append(other)
+        found: list[tuple[SourceModule, ClassRecord]] = []
+        for module in modules:
+            for candidate in module.classes:
+                if candidate is cls:
+                    continue
+                for base in candidate.node.bases:
+                    resolved = module.resolve_class(base.value, candidate.scope)
+                    if resolved is not None and resolved[1] is cls:
+                        found.append((module, candidate))
+                        if depth < MAX_DEPTH:
+                            found += module.analysis(TrainingAnalysis)._subclasses(candidate, depth + 1)
+                        break
+        self._subclass_memo[key] = found
+        return found
+
+    def _receiver_classes(
+        self, expr: cst.BaseExpression, scope: Scope, depth: int
+    ) -> list[tuple[SourceModule, ClassRecord]] | None:
+        """The project classes whose objects `expr` holds, when every value the code shows for it is one:
+        what it is assigned (`self.x = Wrapper(...)`, `x = Wrapper(...).cuda()`), and for a parameter what
+        each of this module's callers passes. None when some value is anything else (`trainer = other` on
+        some path, a parameter nobody here passes, a library object): unknown is no evidence."""
+        if depth > 2:
+            return None
+        facts = self.source
+        if isinstance(expr, cst.Call):
+            value: cst.BaseExpression = expr
+            while (  # `Wrapper(...).cuda()`, `.to(device)`: nn.Module's methods that hand back the module
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _RETURNS_ITSELF
+                and isinstance(value.func.value, cst.Call)
+            ):
+                value = value.func.value
+            found = facts.resolve_class(value.func, scope) if isinstance(value, cst.Call) else None
+            return [found] if found is not None else None
+        if not isinstance(expr, cst.Name) and not facts.is_self_attribute(expr, scope):
+            return None
+        key = (id(scope), facts.code(expr))
+        if key in self._receivers:
+            return self._receivers[key]
+        self._receivers[key] = None  # recursion guard
+        classes: list[tuple[SourceModule, ClassRecord]] = []
+        values: list[tuple[cst.BaseExpression, Scope]] = []
+        if isinstance(expr, cst.Name):
+            for binding in scope.lookup(expr.value):
+                is_param = binding.kind is BindingKind.PARAM
+                function = facts.function_of_scope(binding.scope) if is_param else None
+                if binding.kind is BindingKind.ASSIGN and binding.value is not None and binding.index is None:
+                    values.append((binding.value, binding.scope))
+                elif function is not None:
+                    passed = passed_for(facts, function, expr.value)
+                    if not passed or any(argument is None for argument, _ in passed):
+                        return None
+                    values += passed  # type: ignore[arg-type]
+                else:
+                    return None  # an import, a loop variable, a tuple's element: not known
+        else:
+            values = [(a.value, a.scope) for a in facts.assigned_values(expr, scope) if a.index is None]
+        if not values:
+            return None
+        for value, where in values:
+            found = self._receiver_classes(value, where, depth + 1)
+            if found is None:
+                return None
+            classes += [(home, cls) for home, cls in found if all(cls is not c for _, c in classes)]
+        self._receivers[key] = classes
+        return classes
+
+    def _callers(self, function: FunctionRecord) -> list[CallRecord]:
+        """`source.callers_of`, and for an `__init__` also the constructions of the subclasses of its class
+        that inherit it (`Trainer(model, loader)` of a `class Trainer(BaseTrainer)` without `__init__`)."""
+        calls = self.source.callers_of(function)
+        owner = function.owner
+        if owner is None or function.name != "__init__":
+            return calls
+        inheriting = [
+            cls
+            for home, cls in self._subclasses(owner)
+            if home is self.source and _method_of(home, cls, "__init__") == (self.source, function)
+        ]
+        if not inheriting:
+            return calls
+        facts = self.source
+        built = [
+            c for c in facts.calls if any(facts.local_class(c.node.func, c.scope) is k for k in inheriting)
+        ]
+        return [*calls, *built]
+
+    def _constructor(self, call: cst.Call, scope: Scope) -> tuple[SourceModule, FunctionRecord] | None:
+        """The `__init__` a construction of a project class runs (`TrainLoop(model=model, data=data)`, also
+        one its class inherits); only for callees named like classes (capitalised), which keeps the
+        question off the other calls."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if not isinstance(name, str) or not name[:1].isupper():
+            return None
+        found = self.source.resolve_class(func, scope)
+        return _method_of(*found, "__init__") if found is not None else None
+
+    def _handed_over(self, call: CallRecord) -> list[tuple[SourceModule, FunctionRecord]]:
+        """The functions of this module a call is given as arguments (`timer.run(step)`, `timeit(step)`,
+        `optimizer.step(closure)`, `functools.partial(step, x)`): a helper given a function runs it."""
+        found: list[tuple[SourceModule, FunctionRecord]] = []
+        for arg in call.node.args:
+            value = arg.value
+            while isinstance(value, cst.Call) and self.source.qualname(value.func, call.scope) in _PARTIAL:
+                value = value.args[0].value if value.args else value
+            function = self._function_named(value, call.scope)
+            if function is not None:
+                found.append((self.source, function))
+        return found
+
+    def _function_named(self, expr: cst.BaseExpression, scope: Scope) -> FunctionRecord | None:
+        """The function a name (every binding of it a `def`) or `self.method` means here."""
+        facts = self.source
+        if isinstance(expr, cst.Name):
+            bindings = scope.lookup(expr.value)
+            if bindings and all(b.kind is BindingKind.DEF for b in bindings):
+                return self._functions_by_node.get(id(bindings[-1].node))
+            return None
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            owner = facts.class_of_method_scope(scope)
+            if owner is not None and expr.value.value == owner[1]:
+                return owner[0].methods.get(expr.attr.value)
+        return None
+
+    @cached_property
+    def _functions_by_node(self) -> dict[int, FunctionRecord]:
+        return {id(function.node): function for function in self.source.functions}
 
     def _hands_over_loss_and_optimizer(self, call: CallRecord) -> bool:
         """`loss_scaler(loss, optimizer, ...)`, `backward_and_step(loss, opt)`: a helper this analysis cannot
@@ -170,13 +384,11 @@ class TrainingAnalysis:
             self._has_loop[key] = False
             found = any(self.is_training_loop(loop) for loop in function.loops)
             if not found and depth < MAX_DEPTH:
-                for call in function.calls:
-                    target = self.source.callee(call)
-                    if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(
-                        target[1], depth + 1
-                    ):
-                        found = True
-                        break
+                found = any(
+                    home.analysis(TrainingAnalysis).has_training_loop(target, depth + 1)
+                    for call in function.calls
+                    for home, target in self.targets(call)
+                )
             self._has_loop[key] = found
         return self._has_loop[key]
 
@@ -186,9 +398,9 @@ class TrainingAnalysis:
         if any(self.is_training_loop(inner) for inner in _descendants(loop)):
             return False
         for call in loop.all_calls():
-            target = self.source.callee(call)
-            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
-                return False  # this loop runs epochs of a training loop elsewhere
+            for home, target in self.targets(call):
+                if home.analysis(TrainingAnalysis).has_training_loop(target):
+                    return False  # this loop runs epochs of a training loop elsewhere
         return True
 
     @property
@@ -343,23 +555,32 @@ class TrainingAnalysis:
         return False
 
     def sources(
-        self, expr: cst.BaseExpression, scope: Scope, index: int | None = None, depth: int = 0
+        self, expr: cst.BaseExpression, scope: Scope, index: Selector = None, depth: int = 0
     ) -> list[Source]:
+        """What `expr` (the part `index` of it) can be: loaders, parameters, other modules' values."""
         if depth > MAX_DEPTH:
             return []
         facts = self.source
         if isinstance(expr, (cst.Tuple, cst.List)) and index is not None:
             elements = expr.elements
-            return (
-                self.sources(elements[index].value, scope, None, depth + 1) if index < len(elements) else []
-            )
+            if isinstance(index, str) or index >= len(elements):
+                return []
+            if any(isinstance(e, cst.StarredElement) for e in elements[: index + 1]):
+                return []  # `[*first, loader]`: which element is which is unknown
+            return self.sources(elements[index].value, scope, None, depth + 1)
         if isinstance(expr, cst.Call):
             loader = self.loaders.loader_at(expr)
             if loader is not None:
-                return [loader]
+                return [loader] if not isinstance(index, str) else []
+            if isinstance(index, str):  # `Loaders(train=DataLoader(...)).train`
+                held = self._held_by_object(expr, scope, index, depth)
+                if held is not None:
+                    return held
             target = facts.callee_of_call(expr, scope)
             if target is not None:
                 return self._returned(expr, scope, *target, index, depth)
+            if isinstance(index, str):
+                return []  # an attribute of what an unknown call returns
             callee = facts.qualname(expr.func, scope) or ""
             passed = [a.value for a in expr.args if not a.keyword and not a.star]
             # `backend.distribute(training_data=loader)`: a call of which nothing is known hands back what
@@ -385,9 +606,11 @@ class TrainingAnalysis:
                 if binding.kind is BindingKind.PARAM:
                     function = facts.function_of_scope(binding.scope)
                     if function is not None:
-                        found.append(ParamSource(function, expr.value))
+                        found.append(ParamSource(function, expr.value, index))
             for assignment in facts.reaching_values(expr, scope):
-                found += self.sources(assignment.value, assignment.scope, assignment.index, depth + 1)
+                # `loaders = build()` then `loaders[0]`: the part asked of the name is the part of its value
+                part = assignment.index if assignment.index is not None else index
+                found += self.sources(assignment.value, assignment.scope, part, depth + 1)
             return found
         if isinstance(
             expr, (cst.DictComp, cst.ListComp, cst.GeneratorExp)
@@ -401,14 +624,47 @@ class TrainingAnalysis:
                 if isinstance(element, cst.DictElement):
                     found += self.sources(element.value, scope, None, depth + 1)
             return found
-        if isinstance(expr, cst.Subscript):  # loaders["train"], dataloaders[phase]
-            return self.sources(expr.value, scope, None, depth + 1)
+        if isinstance(expr, cst.Subscript):  # loaders["train"], dataloaders[phase], loaders[0]
+            position = _literal_position(expr) if index is None else None
+            return self.sources(expr.value, scope, position, depth + 1)
         if facts.is_self_attribute(expr, scope):  # self.train_loader
             found = []
             for assignment in facts.assigned_values(expr, scope):
-                found += self.sources(assignment.value, assignment.scope, None, depth + 1)
+                found += self.sources(assignment.value, assignment.scope, index, depth + 1)
             return found
+        if isinstance(expr, cst.Attribute) and index is None:  # data.train_loader, self.data.train_loader
+            return self.sources(expr.value, scope, expr.attr.value, depth + 1)
         return []
+
+    def _held_by_object(self, call: cst.Call, scope: Scope, attr: str, depth: int) -> list[Source] | None:
+        """What `attr` of the object a construction of a project class builds holds: the argument given for
+        that field of a dataclass or a NamedTuple, or what its methods assign to `self.<attr>` (a parameter
+        of `__init__` read from this very call). None when the call builds no project class."""
+        facts = self.source
+        found = facts.resolve_class(call.func, scope)
+        if found is None:
+            return None
+        home, cls = found
+        fields = _declared_fields(home, cls)
+        if fields is not None and attr in fields[0]:
+            argument = _field_argument(call, attr, fields)
+            return self.sources(argument, scope, None, depth + 1) if argument is not None else []
+        init = cls.methods.get("__init__")
+        held: list[Source] = []
+        there = home.analysis(TrainingAnalysis)
+        for value, method_scope in cls.attributes.get(attr, []):
+            for source in there.sources(value, method_scope, None, depth + 1):
+                if isinstance(source, ParamSource):
+                    argument = (
+                        argument_for(call, init, source.name)
+                        if init is not None and source.function is init
+                        else None
+                    )
+                    if argument is not None:  # another method's parameter: who sets it is unknown
+                        held += self.sources(argument, scope, source.index, depth + 1)
+                elif home is facts or isinstance(source, ExternalSource):
+                    held.append(source)  # (a loader of another module feeds its training there)
+        return held
 
     def _returned(
         self,
@@ -426,10 +682,10 @@ class TrainingAnalysis:
         flags = call_flags(self.source, call, scope, function)
         if other is not self.source:
             found.append(ExternalSource(str(other.file), function.name, index, flags))
-        for name in other.analysis(TrainingAnalysis).returned_parameters(function, index):
+        for name, part in other.analysis(TrainingAnalysis).returned_parameters(function, index):
             argument = argument_for(call, function, name)
             if argument is not None:
-                found += self.sources(argument, scope, None, depth + 1)
+                found += self.sources(argument, scope, part, depth + 1)
         if other is self.source:
             for returned in function.outputs:
                 for source in self.sources(returned, function.scope, index, depth + 1):
@@ -440,16 +696,19 @@ class TrainingAnalysis:
                     found.append(source)
         return found
 
-    def returned_parameters(self, function: FunctionRecord, index: int | None = None) -> list[str]:
-        """The parameters of `function` whose value (or a wrapper of it) it returns or yields from."""
+    def returned_parameters(
+        self, function: FunctionRecord, index: Selector = None
+    ) -> list[tuple[str, Selector]]:
+        """The parameters of `function` whose value (or a wrapper of it, or the part of it named with the
+        parameter) it returns or yields from."""
         key = (id(function), index)
         if key not in self._returned_params:
             self._returned_params[key] = []  # recursion guard
-            names: list[str] = []
+            names: list[tuple[str, Selector]] = []
             for returned in function.outputs:
                 for source in self.sources(returned, function.scope, index):
                     if isinstance(source, ParamSource) and source.function is function:
-                        names.append(source.name)
+                        names.append((source.name, source.index))
             self._returned_params[key] = list(dict.fromkeys(names))
         return self._returned_params[key]
 
@@ -460,11 +719,12 @@ class TrainingAnalysis:
         for source in sources:
             yield source, per_epoch
             if isinstance(source, ParamSource) and depth < MAX_DEPTH:
-                for call in self.source.callers_of(source.function):
+                for call in self._callers(source.function):
                     argument = argument_for(call.node, source.function, source.name)
                     if argument is not None:
                         outer = per_epoch or call.loop is not None
-                        yield from self.trace(self.sources(argument, call.scope), outer, depth + 1)
+                        found = self.sources(argument, call.scope, source.index)
+                        yield from self.trace(found, outer, depth + 1)
 
     def _training_sources(self) -> list[tuple[Source, bool, cst.CSTNode, str]]:
         """(source, per epoch, where, how) for everything this module iterates for training (memoised)."""
@@ -482,17 +742,24 @@ class TrainingAnalysis:
                     if found is source and not again and _built_for_each_run(loop, found):
                         per_epoch = False  # a new loader object (new workers) every epoch
                     yield found, per_epoch, loop.node, how
-        for call in facts.calls:  # calls into other modules' training functions
-            target = facts.callee(call)
+        for call in facts.calls:  # calls into other modules' training functions (and trainers' constructors)
+            target = facts.callee(call) or self._constructor(call.node, call.scope)
             if target is None or target[0] is facts:
                 continue
             other, function = target
-            for name, per_epoch_inside in other.analysis(TrainingAnalysis).param_uses(function).items():
+            uses = other.analysis(TrainingAnalysis).param_uses(function)
+            for (name, part), per_epoch_inside in uses.items():
                 argument = argument_for(call.node, function, name)
                 if argument is not None:
                     per_epoch = per_epoch_inside or call.loop is not None
-                    how = f"`{function.name}(...)` in {other.path}"
-                    for found, outer in self.trace(self.sources(argument, call.scope), per_epoch):
+                    named = (
+                        function.owner.name
+                        if function.name == "__init__" and function.owner
+                        else function.name
+                    )
+                    how = f"`{named}(...)` in {other.path}"
+                    passed = self.sources(argument, call.scope, part)
+                    for found, outer in self.trace(passed, per_epoch):
                         yield found, outer, call.node, how
         for function in frameworks.lightning_train_dataloaders(facts):  # iterated every epoch
             for returned in function.returns:
@@ -502,12 +769,14 @@ class TrainingAnalysis:
             for found, _ in self.trace(self.sources(loader, call.scope), True):
                 yield found, True, call.node, "`trainer.fit(...)`"
 
-    def param_uses(self, function: FunctionRecord) -> dict[str, bool]:
-        """Parameters of `function` iterated for training (in it or below it): name -> per epoch."""
-        uses: dict[str, bool] = {}
+    def param_uses(self, function: FunctionRecord) -> dict[tuple[str, Selector], bool]:
+        """Parameters of `function` (the part of each) iterated for training, in it or below it: (name,
+        part) -> per epoch."""
+        uses: dict[tuple[str, Selector], bool] = {}
         for source, per_epoch, _, _ in self._training_sources():
             if isinstance(source, ParamSource) and source.function is function:
-                uses[source.name] = uses.get(source.name, False) or per_epoch
+                key = (source.name, source.index)
+                uses[key] = uses.get(key, False) or per_epoch
         return uses
 
     def _all_loader_uses(self) -> dict[int, list[LoaderUse]]:
@@ -569,10 +838,13 @@ class TrainingAnalysis:
             for returned in function.outputs:
                 for loader in self.sources(returned, function.scope, index):
                     if isinstance(loader, Loader) and branch_runs(loader, function, flags):
+                        if _re_yielded_forever(function, returned, loader):
+                            how = f"re-yielded forever by `{name}(...)`"
+                            uses = [replace(use, per_epoch=True, how=f"{use.how}, {how}") for use in uses]
                         found.setdefault(id(loader.call), []).extend(uses)
         return found
 
-    def _function_uses(self) -> dict[tuple[str, int | None, Flags], list[LoaderUse]]:
+    def _function_uses(self) -> dict[tuple[str, Selector, Flags], list[LoaderUse]]:
         """(function, tuple index, the constants passed) -> where other project files train with what this
         module's top-level function returns: files that import this one, and those that import it through a
         package's `__init__.py` re-exporting it (memoised)."""
@@ -589,7 +861,7 @@ class TrainingAnalysis:
         for importer in list(importers):
             if importer.name == "__init__.py":
                 importers += [p for p in facts.project.importers_of(importer) if p not in importers]
-        exports: dict[tuple[str, int | None, Flags], list[LoaderUse]] = {}
+        exports: dict[tuple[str, Selector, Flags], list[LoaderUse]] = {}
         for importer in importers:
             if not facts.project.may_name(importer, feeding):
                 continue  # it cannot call them: its facts are not built
@@ -666,26 +938,30 @@ class TrainingAnalysis:
         (`train_one_epoch(model, train_loader, ...)` in train.py, for the loop of engine.py)."""
         facts = self.source
         function = param.function
-        if (
-            facts.project is None
-            or facts.file is None
-            or facts.top_level_function(function.name) is not function
-        ):
+        owner = function.owner
+        if owner is not None and function.name == "__init__" and facts.top_level_class(owner.name) is owner:
+            name = owner.name  # `TrainLoop(data=data)` in train.py, for the loop of `TrainLoop.run_loop`
+        elif facts.top_level_function(function.name) is function:
+            name = function.name
+        else:
+            return []
+        if facts.project is None or facts.file is None:
             return []
         found: list[Loader] = []
         for importer in facts.project.importers_of(facts.file):
-            if not facts.project.may_name(importer, {function.name}):
+            if not facts.project.may_name(importer, {name}):
                 continue  # it cannot call `function`: its facts are not built
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:
                 continue
             analysis = other.analysis(TrainingAnalysis)
             for call in other.calls:
-                target = other.callee(call)
+                target = other.callee(call) or analysis._constructor(call.node, call.scope)
                 argument = argument_for(call.node, function, param.name) if target is not None else None
                 if target is None or target[1] is not function or argument is None:
                     continue
-                for traced, _ in analysis.trace(analysis.sources(argument, call.scope), False):
+                passed = analysis.sources(argument, call.scope, param.index)
+                for traced, _ in analysis.trace(passed, False):
                     if isinstance(traced, Loader):
                         found.append(traced)
                     elif isinstance(traced, ExternalSource):
@@ -769,6 +1045,124 @@ def _is_parameter(name: cst.Name, loader: Loader, function: FunctionRecord, know
     return name.value in known and any(
         b.kind is BindingKind.PARAM and b.scope is function.scope for b in loader.scope.lookup(name.value)
     )
+
+
+_PARTIAL = {"functools.partial"}
+# nn.Module's methods that hand back the module itself (`Trainer(model).cuda()`)
+_RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "train", "half", "float", "double", "bfloat16"})
+
+
+def _re_yielded_forever(function: FunctionRecord, output: cst.BaseExpression, loader: Loader) -> bool:
+    """`function` is a generator that yields from `loader` inside `while True:` (`while True: yield from
+    loader`), built once before that loop: each pass iterates the same loader again, an epoch of its own."""
+    if not function.yields_forever or all(output is not other for other in function.yields_from):
+        return False
+    record = loader.record
+    return record is not None and record.function is function and record.loop is None
+
+
+def _is_abstract(function: FunctionRecord) -> bool:
+    """A method with no code of its own: `@abstractmethod`, or a body that only raises
+    `NotImplementedError`, passes, or is `...` (after a docstring)."""
+    for decorator in function.node.decorators:
+        expr = decorator.decorator
+        name = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", None)
+        if name == "abstractmethod":
+            return True
+    body = function.node.body
+    if not isinstance(body, cst.IndentedBlock):
+        return False
+    statements = list(body.body)
+    if statements and is_docstring(statements[0]):
+        statements = statements[1:]
+    for statement in statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis):
+                continue
+            if isinstance(small, cst.Raise) and small.exc is not None:
+                raised = small.exc.func if isinstance(small.exc, cst.Call) else small.exc
+                if isinstance(raised, cst.Name) and raised.value == "NotImplementedError":
+                    continue
+            return False
+    return True
+
+
+def _method_of(
+    home: SourceModule, cls: ClassRecord, name: str, depth: int = 0
+) -> tuple[SourceModule, FunctionRecord] | None:
+    """The method `name` an object of `cls` runs: its own, or one a base class of the project defines."""
+    if name in cls.methods:
+        return home, cls.methods[name]
+    if depth >= 4:
+        return None
+    for base in cls.node.bases:
+        resolved = home.resolve_class(base.value, cls.scope)
+        found = _method_of(*resolved, name, depth + 1) if resolved is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _literal_position(expr: cst.Subscript) -> int | None:
+    """`loaders[0]` -> 0: one non-negative integer literal as the index; None for anything else."""
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return None
+    ok, value = literal_of(expr.slice[0].slice.value)
+    if ok and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+_DATACLASSES = {"dataclasses.dataclass", "pydantic.dataclasses.dataclass"}
+_NAMED_TUPLES = {"typing.NamedTuple", "typing_extensions.NamedTuple"}
+
+
+def _declared_fields(home: SourceModule, cls: ClassRecord) -> tuple[list[str], bool] | None:
+    """(the fields in order, whether a positional argument can be matched to one) of a dataclass or a
+    NamedTuple class; None for any other class. Positions are known only without base classes (a base
+    dataclass's fields come first) and without fields left out of `__init__` (`field(init=False)`)."""
+    decorators = [d.decorator for d in cls.node.decorators]
+    decorators = [d.func if isinstance(d, cst.Call) else d for d in decorators]
+    bases = [home.qualname(base.value, cls.scope) or "" for base in cls.node.bases]
+    is_tuple = bool(bases) and all(base in _NAMED_TUPLES for base in bases)
+    if not is_tuple and not any(home.qualname(d, cls.scope) in _DATACLASSES for d in decorators):
+        return None
+    body = cls.node.body
+    statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+    fields: list[str] = []
+    positional = is_tuple or not bases
+    for line in statements:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                annotation = home.code(small.annotation.annotation)
+                if "ClassVar" in annotation or "InitVar" in annotation or "KW_ONLY" in annotation:
+                    positional = False  # (InitVar and KW_ONLY change what the positions mean)
+                    continue
+                if isinstance(small.value, cst.Call) and "init" in {
+                    a.keyword.value for a in small.value.args if a.keyword is not None
+                }:
+                    positional = False
+                fields.append(small.target.value)
+    return fields, positional
+
+
+def _field_argument(call: cst.Call, name: str, fields: tuple[list[str], bool]) -> cst.BaseExpression | None:
+    """The expression a construction passes for field `name` (None: not passed, or not known)."""
+    names, positional = fields
+    for position, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+        if arg.star:
+            return None  # `Loaders(*pair)`, `Loaders(**parts)`: which argument is which is unknown
+        if arg.keyword is None and positional and position < len(names) and names[position] == name:
+            return arg.value
+    return None
 
 
 def _widest_output(functions: list[FunctionRecord]) -> int:
