@@ -30,6 +30,11 @@ def describe(facts: ModuleFacts) -> list[str]:
         if questions.surely_not_a_module(model):
             kind += ", not a Module (a project class holding one)"
         out.append(f"    compiled: {compiled}; device: {models.device(model).label}{kind}")
+        bypassed = questions.not_trained_through_forward(model)
+        if bypassed:
+            out.append(f"    not trained through its forward (no in-place compile): {bypassed}")
+        if questions.trained_over_rpc(model):
+            out.append("    trained over RPC (`DistributedOptimizer`): not flagged")
     if not models.trained:
         out.append("  (none)")
     if questions.torch_before_compile:

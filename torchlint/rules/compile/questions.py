@@ -13,12 +13,17 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, dotted
 from torchlint.facts.syntax.values import is_false_constant
+from torchlint.facts.syntax.walk import simple_lines
 from torchlint.facts.torch.models import (
     MAX_DEPTH,
+    MODULE_METHODS,
     PLACEMENTS,
+    SHOWS,
     ModelAnalysis,
+    calls_itself,
     groups_parameters,
     last_name,
+    method_of,
     relative_path,
     unplaced,
 )
@@ -164,6 +169,174 @@ class CompileQuestions:
             for event in builds
         )
 
+    # -- what an in-place compile would compile ------------------------------------------------------------
+
+    def not_trained_through_forward(self, model: Model) -> str:
+        """Why the model is surely not trained through its forward ("" when it may be), so that `.compile()`,
+        which wraps the module's call, would compile nothing training runs: its project class defines no
+        `forward`, or training runs only methods of that class that never call the module itself
+        (`model.encode(...)` / `model.decode(...)`, `agent.get_action_and_value(obs)` computing with
+        `self.actor(x)`; `self(x)` inside a method runs the compiled call, `self.forward(x)` does not).
+        Called, handed to code that may call it (followed into the project's functions), or built from a
+        class torchlint cannot read: "". The reason names the method to compile instead."""
+        if model.framework:
+            return ""  # Lightning runs `training_step`, and compiles what `torch.compile` gave `trainer.fit`
+        classes = self._model_classes(model)
+        if not classes:
+            return ""
+        uses, complete = self._uses(model)
+        methods = [name for name in uses if name != "forward"]
+        advice = ""
+        if methods:
+            method = f"{model.text}.{methods[0]}"
+            advice = f"; compile the methods training runs instead, e.g. `{method} = torch.compile({method})`"
+        if all(_defines_forward(cls) is False for cls in classes):
+            name = sorted(cls[1].name for cls in classes)[0]
+            return (
+                f"its class `{name}` defines no `forward`, so `.compile()`, which compiles the module's "
+                f"call, would compile nothing{advice}"
+            )
+        if not complete or not uses:
+            return ""  # called, handed to code that may call it, or never seen running
+        for name in uses:
+            for cls in classes:
+                found = method_of(cls, name)
+                if found is None or calls_itself(*found):
+                    return ""
+        runs = ", ".join(f"`{model.text}.{name}(...)`" for name in uses)
+        which = "which never calls" if len(uses) == 1 else "none of which calls"
+        return (
+            f"it is trained through {runs}, {which} the module itself, and `.compile()` compiles only the "
+            f"module's call{advice}"
+        )
+
+    def trained_over_rpc(self, model: Model) -> bool:
+        """The model's optimizer is RPC's `DistributedOptimizer` (`torch.distributed.optim`), which steps
+        parameters through RRefs: the model runs `RemoteModule`s or RPC calls, and on torch 2.13 compiling a
+        module that holds a `RemoteModule` fails at its first call (Dynamo's `InternalTorchDynamoError`:
+        "Method `named_modules` not supported for RemoteModule")."""
+        call = next((c for c in self.source.calls if c.node is model.trained_at), None)
+        if call is None:
+            return False
+        return (self.source.qualname(call.node.func, call.scope) or "") in _RPC_OPTIMIZERS
+
+    def _model_classes(self, model: Model) -> list[_Class]:
+        """The project classes every build of the model makes (empty: some build is unknown)."""
+        found: list[_Class] = []
+        for event in model.builds:
+            if not isinstance(event.node, cst.Call) or event.scope is None:
+                return []
+            classes = _classes_built(self.source, event.node, event.scope, 0)
+            if not classes:
+                return []
+            found.extend(classes)
+        return found
+
+    def _uses(self, model: Model) -> tuple[list[str], bool]:
+        """The methods of the model that run (`model.loss(...)`, through `model.module` too), followed into
+        the project functions it is handed to (`train(agent, ...)`), and whether those are all training can
+        run of it (False: the model is called, or handed to or kept by code that may call it)."""
+        found: dict[str, None] = {}
+        source = self.source
+        if isinstance(model.expr, cst.Name):
+            refs = [
+                (ref, ref.attrs, ref.scope)
+                for binding in model.scope.bindings.get(model.text, [])
+                for ref in source.references_of(binding)
+            ]
+        elif source.is_self_attribute(model.expr, model.scope):
+            owner = source.class_of_method_scope(model.scope)
+            attr = model.expr.attr.value  # type: ignore[attr-defined]
+            refs = [
+                (ref, ref.attrs[1:], ref.scope)
+                for ref in source.references
+                if ref.attrs[:1] == (attr,)
+                and id(ref.expr) not in self._assignment_targets
+                and source.class_of_method_scope(ref.scope) == (owner[0] if owner else None, ref.name)
+            ]
+        else:
+            return [], False
+        complete = self._ran_through(refs, model.text, 0, set(), found)
+        return list(found), complete
+
+    def _ran_through(self, refs: list, name: str, depth: int, seen: set, found: dict[str, None]) -> bool:
+        """Adds to `found` the methods `refs` (uses of one module, with the attributes after it) run; False
+        when one of them calls it or hands it to code that may."""
+        unique = {id(ref.expr): (ref, attrs) for ref, attrs, _ in refs}
+        complete = True
+        for ref, attrs in unique.values():
+            attrs = list(attrs)
+            while attrs and attrs[0] == "module":
+                attrs.pop(0)
+            if not attrs:
+                if ref.call is not None:
+                    complete = False  # `model(x)`
+                elif not self._handed_only_to_known(ref.expr, name, depth, seen, found):
+                    complete = False
+            elif attrs[0] in MODULE_METHODS:
+                if len(attrs) == 1 and ref.call is not None and attrs[0] in PLACEMENTS:
+                    if not self._handed_only_to_known(ref.call, name, depth, seen, found):
+                        complete = False  # `train(model.to(device))`
+            elif len(attrs) == 1 and ref.call is not None:
+                found[attrs[0]] = None
+        return complete
+
+    def _handed_only_to_known(
+        self, expr: cst.BaseExpression, name: str, depth: int, seen: set, found: dict[str, None]
+    ) -> bool:
+        """The module (as `expr`) goes nowhere it may be called: a statement of its own, an assignment back
+        to its own name (`model = DDP(model)`, `model = model.to(device)`), `print(model)`, an optimizer,
+        `torch.save`/`deepcopy`, or a project function that runs only its methods in turn."""
+        source = self.source
+        if self.models.statement_of(expr) is not None:
+            return True
+        statement = source.assignment_of(expr)
+        if statement is not None:
+            return _binds_only(source, statement, name)
+        call = self._argument_calls.get(id(expr))
+        if call is None:
+            return False  # returned, kept in a container, a second name: unknown
+        func = call.node.func
+        qualname = source.qualname(func, call.scope) or ""
+        if qualname in SHOWS or qualname in _NOT_RUNNING or qualname.startswith("logging."):
+            return True
+        if self.models.builds_optimizer(call) or groups_parameters(last_name(func)):
+            return True
+        assigned = source.assignment_of(call.node)
+        if assigned is not None and _binds_only(source, assigned, name):
+            return True  # `model = DDP(model)`: its uses are the name's
+        target = source.callee(call)
+        if target is None or depth >= MAX_DEPTH:
+            return False
+        home, function = target
+        names = [p.name.value for p in _all_parameters(function)]
+        param = next((p for p in names if argument_for(call.node, function, p) is expr), None)
+        if param is None:
+            return False
+        key = (id(function), param)
+        if key in seen:
+            return True
+        seen.add(key)
+        other = home.analysis(CompileQuestions)
+        refs = [
+            (ref, ref.attrs, ref.scope)
+            for binding in function.scope.bindings.get(param, [])
+            for ref in home.references_of(binding)
+        ]
+        return other._ran_through(refs, param, depth + 1, seen, found)
+
+    @cached_property
+    def _assignment_targets(self) -> set[int]:
+        """The targets of every assignment (`self.model = ...` is a store, not a use)."""
+        found: set[int] = set()
+        for line in simple_lines(self.source.module):
+            for small in line.body:
+                if isinstance(small, cst.Assign):
+                    found.update(id(target.target) for target in small.targets)
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                    found.add(id(small.target))
+        return found
+
     # -- the state_dict in the code the model is handed to ---------------------------------------------
 
     def state_dict_elsewhere(self, model: Model) -> str:
@@ -191,7 +364,7 @@ class CompileQuestions:
         here = f"`{_head(source.code(func))}(...)`"
         if qualname == "torch.save":
             return f"{label or here} pickles it whole"
-        if qualname.startswith(("torch.", "logging.")) or qualname in _HARMLESS_BUILTINS:
+        if qualname.startswith(("torch.", "logging.")) or qualname in SHOWS:
             return ""
         if self.models.builds_optimizer(call) or groups_parameters(last_name(func)):
             return ""  # builds an optimizer (or its parameter groups) from its parameters
@@ -389,12 +562,14 @@ _DISTRIBUTED_WRAPPERS = {
 }
 
 _SEQUENTIAL = "torch.nn.Sequential"
+_RPC_OPTIMIZERS = {
+    "torch.distributed.optim.DistributedOptimizer",
+    "torch.distributed.optim.optimizer.DistributedOptimizer",
+}
+_MODULE_CLASSES = {"torch.nn.Module", "torch.nn.modules.module.Module"}
+# Calls given the model that do not run it: they pickle or copy it (TL101 says so when it matters).
+_NOT_RUNNING = {"torch.save", "copy.deepcopy", "copy.copy"}
 _GRAD_FUNCTIONS = {"torch.autograd.grad", "torch.autograd.functional.hessian", "torch.func.grad"}
-# Builtins that only read or show what they are given (`print(model)`).
-_HARMLESS_BUILTINS = {
-    "print", "len", "repr", "str", "id", "type", "isinstance", "issubclass", "hasattr", "getattr", "callable",
-    "format",
-}  # fmt: skip
 
 
 # Modules removed before torch 2.0 (no `torch.compile` where they exist): torchtext.legacy went with
@@ -454,7 +629,7 @@ def _classes_built(
         owners = _classes_built(home, assigned[0].value, assigned[0].scope, depth + 1)
         if owners is None or len(owners) != 1:
             return None
-        target = _method_of(owners[0], func.attr.value)
+        target = method_of(owners[0], func.attr.value)
     if target is None:
         return None
     annotated = _annotated_class(*target)
@@ -497,20 +672,41 @@ def _rebinds(home: SourceModule, name: cst.Name, value: cst.BaseExpression) -> b
     )
 
 
-def _method_of(cls: _Class, name: str, depth: int = 0) -> tuple[SourceModule, FunctionRecord] | None:
-    """The method `name` of a project class, looked up through its project bases."""
+def _binds_only(source: SourceModule, statement: cst.CSTNode, name: str) -> bool:
+    """`statement` assigns only to `name` (`model = DDP(model)`), or to a tuple holding it (`model,
+    optimizer = accelerator.prepare(model, optimizer)`)."""
+    if not isinstance(statement, cst.Assign):
+        return False
+    for target in statement.targets:
+        node = target.target
+        elements = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List)) else [node]
+        if not any(source.code(element) == name for element in elements):
+            return False
+    return True
+
+
+def _defines_forward(cls: _Class, depth: int = 0) -> bool | None:
+    """The project class (or a project base) defines `forward`: True; none does and its bases end in
+    `torch.nn.Module`: False; a base torchlint cannot read, or its own `__call__`: None."""
     home, record = cls
-    if name in record.methods:
-        return home, record.methods[name]
-    if depth >= MAX_DEPTH:
+    if "forward" in record.methods:
+        return True
+    if "__call__" in record.methods or depth > MAX_DEPTH:
         return None
+    results: list[bool | None] = []
     for base in record.node.bases:
-        if base.keyword is None:
-            found = home.resolve_class(base.value, record.scope)
-            method = _method_of(found, name, depth + 1) if found is not None else None
-            if method is not None:
-                return method
-    return None
+        if base.keyword is not None:
+            continue
+        if (home.qualname(base.value, record.scope) or "") in _MODULE_CLASSES:
+            results.append(False)
+            continue
+        found = home.resolve_class(base.value, record.scope)
+        results.append(_defines_forward(found, depth + 1) if found is not None else None)
+    if True in results:
+        return True
+    if None in results or not results:
+        return None
+    return False
 
 
 def _annotated_class(home: SourceModule, function: FunctionRecord) -> _Class | None:

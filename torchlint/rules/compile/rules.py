@@ -61,6 +61,8 @@ class ModelNotCompiled(Rule):
                 continue
             if questions.surely_not_a_module(model):
                 continue  # a holder of the model (a dataclass), not a Module: it has no `.compile()`
+            if questions.trained_over_rpc(model):
+                continue  # a module holding a `RemoteModule` makes Dynamo fail
             if questions.is_one_layer(model):
                 continue  # one layer is one kernel: nothing for the compiler to fuse
             if questions.is_rnn_bound(model):
@@ -90,6 +92,9 @@ class ModelNotCompiled(Rule):
 
     def _fix(self, facts: ModuleFacts, model: Model) -> tuple[str, Fix | None]:
         """The statement that compiles the model, after it is built and placed, before it is wrapped."""
+        bypassed = _questions(facts).not_trained_through_forward(model)
+        if bypassed:  # `.compile()` wraps the module's call, which its training never runs
+            return bypassed, None
         for kind, reason in (
             ("save-whole", "the script pickles the whole model (`torch.save(model)`), which a compiled "
              "module cannot be"),
