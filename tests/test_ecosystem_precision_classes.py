@@ -401,7 +401,7 @@ def test_forward_through_methods_of_the_trained_model_is_flagged_and_wrapped():
     assert finding.message.startswith("`model.encode(...)` runs the forward pass")
     assert fixed(METHODS, TL301) == METHODS.replace(
         "    encoder_output = model.encode(encoder_input)\n",
-        '    with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
+        "    with torch.autocast(device_type=device, dtype=torch.bfloat16):\n"  # the script's string device
         "        encoder_output = model.encode(encoder_input)\n",
     ).replace(
         "    decoder_output = model.decode(encoder_output, decoder_input)\n"

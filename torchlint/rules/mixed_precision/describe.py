@@ -48,6 +48,8 @@ def describe(facts: ModuleFacts) -> list[str]:
         out.append(f"  flags: {shown}{more}")
     if not precision.evidence:
         out.append("  (none)")
+    if precision.unsafe_under_autocast:  # why TL301 offers no autocast fix in this module
+        out.append(f"  no autocast fix: {precision.unsafe_under_autocast}")
     for loop in facts.training.training_loops:
         device = precision.loop_device(loop)
         if device is not facts.device.device:

@@ -33,6 +33,7 @@ from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, descendants, statements
 from torchlint.facts.torch.frameworks import off_unless_asked
 from torchlint.facts.torch.vocabulary import Device
+from torchlint.rules.mixed_precision.steps import grad_free_calls
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
@@ -1110,6 +1111,19 @@ class PrecisionAnalysis:
                     f"`{name}` raises under CUDA autocast; use {replacement} on the logits instead, "
                     "then autocast"
                 )
+        log = self._log_of_a_probability
+        if log:
+            return (
+                f"a hand-written log of a probability (`{log}`) loses every confident prediction under "
+                "autocast: bfloat16 rounds a sigmoid near 1 to 1, and log(1 - 1) is -inf; compute it from "
+                "the logits (`F.binary_cross_entropy_with_logits`, `F.logsigmoid`), then autocast"
+            )
+        norm = self._batch_norm_with_computed_weights
+        if norm:
+            return (
+                f"`F.batch_norm(...)` is given computed weights (`{norm}`) with running statistics: under "
+                "autocast the weights come in bfloat16 and the float32 statistics make it raise"
+            )
         for cls in source.classes:
             bases = {source.qualname(base.value, cls.scope) for base in cls.node.bases}
             if "torch.autograd.Function" not in bases:
@@ -1128,6 +1142,155 @@ class PrecisionAnalysis:
                     "`custom_bwd`), then autocast"
                 )
         return ""
+
+    @cached_property
+    def _log_of_a_probability(self) -> str:
+        """A log the code writes by hand of a sigmoid or of one minus a probability (`torch.log(1 -
+        torch.sigmoid(x))`, `torch.log(p)` with `p = torch.sigmoid(x)`, `(1 - p).log()`, `torch.log1p(-p)`,
+        a project `log` helper around `torch.log`), as written; "" when there is none. Under autocast the
+        sigmoid (or the model's last `nn.Sigmoid`) runs in bfloat16, whose spacing below 1 is 2^-8: every
+        probability above about 0.998 becomes 1 (autocast refuses `binary_cross_entropy` for this reason).
+        A log under `torch.no_grad()` (GAIL's reward from its discriminator) trains nothing: not counted."""
+        source = self.source
+        grad_free = grad_free_calls(source.module)  # a reward computed under `no_grad` is no loss
+        for call in source.calls:
+            operand = None if id(call.node) in grad_free else self._log_operand(call)
+            if operand is None:
+                continue
+            if _probability_complement(operand, negated=_last_name(call.node.func) == "log1p"):
+                return source.code(call.node)
+            if self._holds_a_sigmoid(operand, call.scope, depth=2):
+                return source.code(call.node)
+        return ""
+
+    def _log_operand(self, call: CallRecord) -> cst.BaseExpression | None:
+        """What a tensor log takes: the argument of `torch.log(x)` (or of a project function wrapping
+        `torch.log`), the receiver of `x.log()`; None for other calls (`math.log`, `np.log`, Lightning's
+        `self.log("loss", loss)` takes a name first)."""
+        source = self.source
+        func = call.node.func
+        last = _last_name(func)
+        if last not in _LOGS:
+            return None
+        qualname = source.qualname(func, call.scope) or ""
+        positional = [arg.value for arg in call.node.args if arg.keyword is None and not arg.star]
+        if qualname.startswith("torch."):
+            return positional[0] if positional else None
+        if qualname.split(".")[0] in ("math", "numpy", "np", "cmath", "scipy", "jax"):
+            return None
+        target = source.callee(call)
+        if target is not None:  # a helper: `log(t, eps)` returning `torch.log(t.clamp(min=eps))`
+            home, function = target
+            wraps = any((home.qualname(c.node.func, c.scope) or "") in _TORCH_LOGS for c in function.calls)
+            return positional[0] if wraps and positional else None
+        if isinstance(func, cst.Attribute) and not call.node.args:
+            return func.value  # `(1 - p).log()`
+        return None
+
+    def _holds_a_sigmoid(self, node: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+        """`node` computes a sigmoid: `torch.sigmoid(x)`, `x.sigmoid()`, `self.sigmoid(x)`, or a name that
+        is assigned one (`depth` assignments deep)."""
+        for inner in descendants(node):
+            if isinstance(inner, cst.Call) and _last_name(inner.func) in _SIGMOIDS:
+                return True
+            if depth and isinstance(inner, cst.Name):
+                for value in self.source.assigned_values(inner, scope):
+                    if value.value is not node and self._holds_a_sigmoid(value.value, value.scope, depth - 1):
+                        return True
+        return False
+
+    @cached_property
+    def _batch_norm_with_computed_weights(self) -> str:
+        """A `F.batch_norm(...)` / `F.instance_norm(...)` given running statistics and a weight or bias
+        that is no parameter (MUNIT's AdaIN: `self.weight = None`, assigned from an MLP's output;
+        conditional batch norm: `weight=gamma`), as written; "" when there is none. Under autocast such
+        weights come from a bfloat16 matmul, and `batch_norm` refuses them beside float32 statistics."""
+        source = self.source
+        for call in source.calls:
+            qualname = source.qualname(call.node.func, call.scope) or ""
+            if qualname not in _BATCH_NORMS:
+                continue
+            arguments = read_call(source, call.node, call.scope, _BATCH_NORM_SIGNATURE)
+            statistics = arguments.get("running_mean")
+            if statistics is None or statistics.expression is None or _is_none(statistics.expression):
+                continue
+            for name in ("weight", "bias"):
+                given = arguments.get(name)
+                if given is None or given.expression is None:
+                    continue
+                if not self._parameter_or_none(given.expression, call.scope):
+                    return source.code(given.expression)
+        return ""
+
+    def _parameter_or_none(self, expr: cst.BaseExpression, scope: Scope) -> bool:
+        """`expr` is `None` or a module's parameter: a name or `self.x` assigned `nn.Parameter(...)` (or
+        None besides), or `self.weight` that the class never assigns (inherited from `nn.BatchNorm2d`)."""
+        if _is_none(expr):
+            return True
+        if not isinstance(expr, (cst.Name, cst.Attribute)):
+            return False
+        values = self.source.assignments(expr, scope)
+        if values is None:
+            return False  # a parameter of the function (`gamma`), a loop variable: computed, as far as known
+        if not values:
+            return isinstance(expr, cst.Attribute) and self._inherits_a_layer(scope)
+        kinds = [self._parameter_kind(value.value, value.scope) for value in values]
+        return "computed" not in kinds and "parameter" in kinds
+
+    def _inherits_a_layer(self, scope: Scope) -> bool:
+        """The method's class extends a layer (`nn.BatchNorm2d`, a project norm class), not `nn.Module`
+        itself: the `self.weight` it never assigns is the base's parameter."""
+        owner = self.source.class_of_method_scope(scope)
+        if owner is None:
+            return False
+        bases = [self.source.qualname(base.value, owner[0].scope) for base in owner[0].node.bases]
+        return bool(bases) and all(base not in _PLAIN_MODULES for base in bases)
+
+    def _parameter_kind(self, value: cst.BaseExpression, scope: Scope) -> str:
+        if _is_none(value):
+            return "none"
+        if isinstance(value, cst.IfExp):
+            kinds = {self._parameter_kind(value.body, scope), self._parameter_kind(value.orelse, scope)}
+            return "computed" if "computed" in kinds else ("parameter" if "parameter" in kinds else "none")
+        if isinstance(value, cst.Call) and (self.source.qualname(value.func, scope) or "") in _PARAMETERS:
+            return "parameter"
+        return "computed"
+
+
+_LOGS = frozenset({"log", "log2", "log10", "log1p", "log_", "log1p_"})
+_TORCH_LOGS = frozenset(f"torch.{name}" for name in ("log", "log2", "log10", "log1p", "special.log1p"))
+_SIGMOIDS = frozenset({"sigmoid", "sigmoid_", "expit"})
+_BATCH_NORMS = frozenset(
+    {"torch.nn.functional.batch_norm", "torch.batch_norm", "torch.nn.functional.instance_norm"}
+)
+_BATCH_NORM_SIGNATURE = Signature(("input", "running_mean", "running_var", "weight", "bias"))
+_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+_PLAIN_MODULES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", None})
+
+
+def _last_name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return ""
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _probability_complement(node: cst.BaseExpression, negated: bool) -> bool:
+    """`1 - p` (or `1.0 - p`) inside `node`, or for `log1p` a negated operand (`torch.log1p(-p)`)."""
+    if negated and isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return True
+    return any(
+        isinstance(inner, cst.BinaryOperation)
+        and isinstance(inner.operator, cst.Subtract)
+        and isinstance(inner.left, (cst.Integer, cst.Float))
+        and float(inner.left.value) == 1.0
+        for inner in descendants(node)
+    )
 
 
 def _flag_word(identifier: str) -> bool:

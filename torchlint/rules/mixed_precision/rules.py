@@ -109,9 +109,11 @@ class TrainingWithoutAutocast(Rule):
         if torch is None or step.block is None:
             return None
         name, imports = torch
-        # The device the script picks (`device.type`) when it may be the CPU ("cuda when available"), so that
-        # the CPU path gets CPU autocast instead of a disabled CUDA one and a warning; else "cuda".
-        picked = _precision(facts).loop_device(loop) is not Device.CUDA and _steps(facts).device_type(loop)
+        # The device the script picks (`device.type`, or `device` when it is a string "cuda" or "cpu") when
+        # it may be the CPU ("cuda when available"), so that the CPU path gets CPU autocast instead of a
+        # disabled CUDA one and a warning; else "cuda".
+        may_be_cpu = _precision(facts).loop_device(loop) is not Device.CUDA
+        picked = may_be_cpu and _steps(facts).device_type(loop, name)
         device_type = picked or '"cuda"'
         header = f"{name}.autocast(device_type={device_type}, dtype={name}.bfloat16)"
         try:

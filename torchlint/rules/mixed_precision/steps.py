@@ -16,13 +16,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import dotted
-from torchlint.facts.syntax.walk import calls_in, contains, descendants, statements
+from torchlint.facts.syntax.values import literal_of
+from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, descendants, statements
 from torchlint.facts.torch.models import ModelAnalysis
-from torchlint.facts.torch.moves import device_type_of_moves
+from torchlint.facts.torch.moves import batch_moves, device_type_of_moves
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord, LoopRecord
+    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
 
 _MODEL_WORD = re.compile(r"(^|_)(model|net|network|gpt|transformer)s?(_|$)", re.IGNORECASE)
@@ -73,36 +75,57 @@ def training_step(source: SourceModule, loop: LoopRecord, models: set[str]) -> T
         return next((c for c in calls if BACKWARD in training.call_events(c, MAX_DEPTH)), None)
 
     calls = list(loop.all_calls())
-    found = _forward_in(source, calls, loop.node.body, models, backward_in(calls))
-    if found is None:
-        for call in calls:
-            target = source.callee(call)
-            if target is None or target[0] is not source:
-                continue
-            function = target[1]
-            if BACKWARD not in training.function_events(function):
-                continue  # an evaluation helper (`estimate_loss()`) calls the model too
-            found = _forward_in(
-                source, function.calls, function.node.body, models, backward_in(function.calls)
-            )
+    here = (calls, loop.node.body, backward_in(calls))
+    steps = []
+    for call in calls:
+        target = source.callee(call)
+        if target is None or target[0] is not source:
+            continue
+        function = target[1]
+        if BACKWARD not in training.function_events(function):
+            continue  # an evaluation helper (`estimate_loss()`) calls the model too
+        steps.append((function.calls, function.node.body, backward_in(function.calls)))
+    # The forward sits next to its backward pass: when the loop runs none itself, a step function it calls
+    # comes first (an RL loop acts with the network, then calls `optimize_model(batch)`); a call under
+    # `torch.no_grad()` (acting, the target network) is never the trained forward, unless nothing else is.
+    places = [here, *steps] if here[2] is not None else [*steps, here]
+    for grad_free_too in (False, True):
+        for place_calls, body_node, backward in places:
+            found = _forward_in(source, place_calls, body_node, models, backward, grad_free_too)
             if found is not None:
-                break
-    if found is None:
-        return None
-    forwards, calls, body_node = found
-    backward = backward_in(calls)
-    forward = forwards[0]
-    if backward is not None:
-        # Prefer a forward whose result reaches the backward pass, and one in the block of the backward: in a
-        # reinforcement-learning step the first network call acts (`q_values = q_network(obs)`, then
-        # `argmax`), and the update comes later, under `if global_step > learning_starts:` with the backward.
-        reaching = [f for f in forwards if _reaches(body_node, f.node, backward.node)]
-        forwards = reaching or forwards
-        forward = forwards[0]
-        home = _statement_in_block(body_node, backward.node)
-        beside = [f for f in forwards if home is not None and _block_of(body_node, f.node) is home[0]]
-        forward = beside[0] if beside else forward
-    return _step(source, forward.node, backward.node if backward else None, body_node)
+                forward, backward_node = _trained_forward(source, found, body_node, backward, models)
+                return _step(source, forward, backward_node, body_node)
+    return None
+
+
+def _trained_forward(
+    source: SourceModule,
+    forwards: list[CallRecord],
+    body: cst.CSTNode,
+    backward: CallRecord | None,
+    models: set[str],
+) -> tuple[cst.Call, cst.Call | None]:
+    """The forward among `forwards` whose result the backward pass differentiates: one whose result reaches
+    it through operations that carry a gradient (in a reinforcement-learning step the acting call's result
+    leaves through `argmax`, `.item()`, `.sample()`, the replay buffer's `sample`), then one whose result
+    reaches it at all, then a call of a model the optimizer trains (not the target network, whose result
+    reaches the loss too), then one in the block of the backward pass (the update under `if global_step >
+    learning_starts:`), then the first."""
+    if backward is None:
+        return forwards[0].node, None
+    home = _statement_in_block(body, backward.node)
+
+    def rank(forward: CallRecord) -> tuple[bool, bool, bool, bool]:
+        func = forward.node.func
+        named = {dotted(func), dotted(func.value) if isinstance(func, cst.Attribute) else None}
+        return (
+            not _reaches(body, forward.node, backward.node, gradient=True),
+            not _reaches(body, forward.node, backward.node),
+            bool(models) and not named & models,
+            home is None or _block_of(body, forward.node) is not home[0],
+        )
+
+    return min(forwards, key=rank).node, backward.node
 
 
 def _block_of(body: cst.CSTNode, call: cst.Call) -> cst.BaseSuite | None:
@@ -111,32 +134,68 @@ def _block_of(body: cst.CSTNode, call: cst.Call) -> cst.BaseSuite | None:
 
 
 def _forward_in(
-    source: SourceModule, calls, body: cst.CSTNode, models: set[str], backward: CallRecord | None
-):
+    source: SourceModule,
+    calls,
+    body: cst.CSTNode,
+    models: set[str],
+    backward: CallRecord | None,
+    grad_free_too: bool = False,
+) -> list[CallRecord] | None:
     """The model calls among `calls`, in source order; without one, the calls whose result reaches the
     backward pass that run the model: methods of a trained model (`model.encode(x)`), calls handed one whose
     result is kept (DiT's `loss_dict = diffusion.training_losses(model, x, t)`; with no backward here, any
-    such call), helpers of this module calling one (DomainBed's `gap = self.loss_gap(minibatches)`)."""
+    such call), helpers of this module calling one (DomainBed's `gap = self.loss_gap(minibatches)`). Calls
+    under `torch.no_grad()` count only with `grad_free_too` (they build no graph: acting, a target)."""
     calls = list(calls)
-    forwards = [c for c in calls if _is_model_call(source, c, models)]
+    grad_free = set() if grad_free_too else grad_free_calls(body)
+
+    def kept(found: list[CallRecord]) -> list[CallRecord]:
+        return [c for c in found if id(c.node) not in grad_free]
+
+    forwards = kept([c for c in calls if _is_model_call(source, c, models)])
     if not forwards:
         handed = [
             c for c in calls if _is_handed_the_model(source, c, models) and source.assignment_of(c.node)
         ]
         if backward is None:
-            forwards = handed
+            forwards = kept(handed)
         else:
             for kind in (
                 [c for c in calls if _is_model_method_call(source, c, models)],
                 handed,
                 [c for c in calls if _runs_the_model(source, c, models)],
             ):
-                forwards = [c for c in kind if _reaches(body, c.node, backward.node)]
+                forwards = kept([c for c in kind if _reaches(body, c.node, backward.node)])
                 if forwards:
                     break
     if not forwards:
         return None
-    return sorted(forwards, key=lambda c: source.span(c.node)[0]), list(calls), body
+    return sorted(forwards, key=lambda c: source.span(c.node)[0])
+
+
+def grad_free_calls(body: cst.CSTNode) -> set[int]:
+    """The ids of the calls under `body` made in a block without gradients: `with torch.no_grad():`,
+    `torch.inference_mode()` (not `(False)`), `torch.set_grad_enabled(False)`."""
+    found: set[int] = set()
+    for statement in statements(body):
+        if isinstance(statement, cst.With) and any(_turns_grad_off(item.item) for item in statement.items):
+            found |= {id(node) for node in descendants(statement.body) if isinstance(node, cst.Call)}
+    return found
+
+
+def _turns_grad_off(item: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (not `(False)`), `torch.set_grad_enabled(False)`."""
+    if not isinstance(item, cst.Call):
+        return False
+    name = dotted(item.func) or ""
+    first = literal_of(item.args[0].value) if item.args else None
+    if name.endswith("no_grad"):
+        return not item.args
+    if name.endswith("inference_mode"):
+        return first is None or first == (True, True)
+    if name.endswith("set_grad_enabled"):
+        return first == (True, False)
+    return False
 
 
 def _step(
@@ -247,19 +306,54 @@ def _runs_the_model(source: SourceModule, call: CallRecord, models: set[str]) ->
     return any(_is_model_call(source, inner, models) for inner in target[1].calls)
 
 
-def _reaches(body: cst.CSTNode, call: cst.Call, backward: cst.Call) -> bool:
+def _reaches(body: cst.CSTNode, call: cst.Call, backward: cst.Call, gradient: bool = False) -> bool:
     """The result of `call` flows into the backward pass within `body`: through the names assigned from it
     (`out = model(x)`, then `loss = criterion(out, y)`), the containers it is added to (`losses.append(
     out)`), or in the backward statement itself. Twice over the statements, for what a loop carries into its
-    next iteration; conditions are not followed (what an `if` tests does not flow into its branches)."""
+    next iteration; conditions are not followed (what an `if` tests does not flow into its branches). With
+    `gradient`, not through operations whose result carries no gradient (`argmax`, `.item()`, `.numpy()`,
+    `.sample()` of a distribution or a replay buffer): how an acting call's action reaches the update."""
     held: set[str] = set()
     for _ in range(2):
         for statement, read in _small_statements(body):
+            if gradient:
+                read = tuple(part for whole in read for part in _carrying(whole))
             if any(contains(part, call) for part in read) or _reads(read, held):
                 if any(contains(part, backward) for part in read):
                     return True
                 held |= _written(statement)
     return False
+
+
+# Methods (or functions of a module: `torch.argmax`, `random.sample`) whose result carries no gradient of
+# their receiver and arguments: indices, Python numbers, NumPy arrays, samples (`rsample` keeps it).
+_NO_GRADIENT = frozenset({"argmax", "argmin", "item", "tolist", "numpy", "sample", "multinomial"})
+
+
+def _carrying(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The parts of `node` outside the receivers and arguments of calls in `_NO_GRADIENT` (`node` itself
+    when it holds none)."""
+    if not any(_cuts(inner) for inner in descendants(node)):
+        return [node]
+    found: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if _cuts(current):
+            continue
+        if not any(_cuts(inner) for inner in descendants(current)):
+            found.append(current)
+            continue
+        stack.extend(child_nodes(current))
+    return found
+
+
+def _cuts(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _NO_GRADIENT
+    )
 
 
 def _small_statements(body: cst.CSTNode):
@@ -350,6 +444,71 @@ def _optimizer_call(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in _OPTIMIZER_METHODS
 
 
+# Device types autocast takes, as a script names them in a string (`"cuda"`, `"cpu"`).
+_DEVICE_TYPES = frozenset({"cuda", "cpu", "mps", "xpu"})
+_DEVICE_MAKERS = frozenset({"torch.device", "torch.accelerator.current_accelerator"})
+
+
+def _device_kinds(
+    source: SourceModule, target: cst.BaseExpression, scope, function: FunctionRecord | None
+) -> set[str] | None:
+    """How the values of the device variable `target` name their device (see `_device_kind`): its
+    assignments, or for a parameter of `function` (`def train(args, model, device, loader, ...)`), what
+    each call of it in this module passes (`train(args, model, device, ...)` in `main()`); None when a value
+    cannot be read, or a parameter has no caller here."""
+    values = source.assignments(target, scope)  # None: a parameter or a loop variable among the bindings
+    if values is None and function is not None and isinstance(target, cst.Name):
+        bindings = scope.lookup(target.value)
+        if len(bindings) != 1 or target.value not in function.params:
+            return None
+        callers = source.callers_of(function)
+        kinds: set[str] = set()
+        for call in callers:
+            value = argument_for(call.node, function, target.value)
+            if value is None:
+                return None  # not passed (the default), or passed in a way not followed
+            if isinstance(value, cst.Name):
+                found = _device_kinds(source, value, call.scope, None)
+            else:
+                kind = _device_kind(source, value, call.scope)
+                found = {kind} if kind is not None else None
+            if found is None:
+                return None
+            kinds |= found
+        return kinds or None
+    if not values:
+        return None
+    kinds = set()
+    for value in values:
+        kind = _device_kind(source, value.value, value.scope)
+        if kind is None:
+            return None
+        kinds.add(kind)
+    return kinds
+
+
+def _device_kind(source: SourceModule, value: cst.BaseExpression, scope) -> str | None:
+    """How a device variable's value names its device: "device" (a `torch.device`), "type" (a string that
+    is a device type: `"cuda"`, also `"cuda" if ... else "cpu"`), "string" (a device string with an index:
+    `"cuda:0"`); None when it cannot be read."""
+    if isinstance(value, cst.IfExp):
+        kinds = {_device_kind(source, value.body, scope), _device_kind(source, value.orelse, scope)}
+        if None in kinds:
+            return None
+        return kinds.pop() if len(kinds) == 1 else "string"
+    if isinstance(value, cst.Call):
+        return "device" if source.qualname(value.func, scope) in _DEVICE_MAKERS else None
+    if isinstance(value, cst.SimpleString):
+        text = value.evaluated_value
+        if not isinstance(text, str):
+            return None
+        kind, _, index = text.partition(":")
+        if kind not in _DEVICE_TYPES or (index and not index.isdigit()):
+            return None
+        return "string" if index else "type"
+    return None
+
+
 class StepAnalysis:
     """The training steps of one module's loops, as the precision rules see them (made once per module)."""
 
@@ -364,6 +523,33 @@ class StepAnalysis:
         """The forward call of a training loop and the forward-and-loss statements a fix may wrap."""
         return training_step(self.source, loop, self._models)
 
-    def device_type(self, loop: LoopRecord) -> str | None:
-        """`device.type` when the loop moves its batches to one `torch.device` variable (else None)."""
-        return device_type_of_moves(self.source, loop)
+    def device_type(self, loop: LoopRecord, torch: str) -> str | None:
+        """What an autocast region in `loop` names as its device type so that it follows the device the
+        script picks, when the loop moves its batches to one variable whose every value is known: a
+        `torch.device` (`device.type`; `torch.accelerator.current_accelerator()` is one), a device type
+        as a string (`device = "cuda" if torch.cuda.is_available() else "cpu"`: `device` itself), or a mix
+        of those and strings with an index (`torch.device(device).type`, `torch` as the module names it).
+        None: no such variable, or a value that cannot be read (`config.device`)."""
+        found = device_type_of_moves(self.source, loop)
+        if found is not None:
+            return found
+        source = self.source
+        names, kinds = set(), set()
+        for move in batch_moves(source, loop):
+            target = move.call.args[0].value if move.call.args and move.method == "to" else None
+            name = dotted(target) if target is not None else None
+            if name is None:
+                return None
+            found = _device_kinds(source, target, loop.scope, loop.function)
+            if found is None:
+                return None
+            kinds |= found
+            names.add(name)
+        if len(names) != 1:
+            return None
+        name = names.pop()
+        if kinds == {"device"}:
+            return f"{name}.type"
+        if kinds == {"type"}:
+            return name
+        return f"{torch}.device({name}).type"
