@@ -56,9 +56,7 @@ def test_a_diagnostic_becomes_the_protocols_with_code_link_and_rule_name():
         "torchlint",
         types.DiagnosticSeverity.Warning,
     )
-    assert (
-        converted.code_description.href == "https://docs.example/torchlint/rules/TL303.md"
-    )
+    assert converted.code_description.href == "https://docs.example/torchlint/rules/TL303.md"
     assert converted.data == {"name": "deprecated-amp-autocast", "fix": None}
     error = Diagnostic("TL001", "syntax-error", "SyntaxError", Severity.ERROR, "t.py", 0, 0)
     assert to_lsp(error, PositionMap(TEXT)).severity == types.DiagnosticSeverity.Error
