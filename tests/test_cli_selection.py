@@ -99,9 +99,9 @@ def test_config_key_value_overrides_one_setting(tree):
     [
         (
             "ignor = 1",
-            "error: --config ignor: unknown key (known: device, exclude, extend-exclude, "
-            "extend-select, ignore, per-file-ignores, respect-gitignore, rule-options, select, torch-version, "
-            "unsafe-fixes)\n",
+            "error: --config ignor: unknown key (known: device, exclude, exit-non-zero-on-info, extend, "
+            "extend-exclude, extend-fixable, extend-select, fixable, ignore, per-file-ignores, "
+            "respect-gitignore, rule-options, select, torch-version, unfixable, unsafe-fixes)\n",
         ),
         ('ignore = "TL303"', "error: --config ignore: expected list of rule codes, got 'TL303'\n"),
         ('ignore = ["TL999"]', "error: --config ignore: unknown rule code 'TL999'\n"),
