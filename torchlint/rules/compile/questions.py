@@ -309,8 +309,7 @@ class CompileQuestions:
         if target is None or depth >= MAX_DEPTH:
             return False
         home, function = target
-        names = [p.name.value for p in _all_parameters(function)]
-        param = next((p for p in names if argument_for(call.node, function, p) is expr), None)
+        param = _receiving_parameter(call, function, expr)
         if param is None:
             return False
         key = (id(function), param)
@@ -381,8 +380,7 @@ class CompileQuestions:
         if target is None or depth >= MAX_DEPTH:
             return cannot
         home, function = target
-        names = [p.name.value for p in _all_parameters(function)]
-        param = next((name for name in names if argument_for(call.node, function, name) is given), None)
+        param = _receiving_parameter(call, function, given)
         if param is None:
             return cannot
         return home.analysis(CompileQuestions)._parameter_state(function, param, label, depth + 1, seen)
@@ -738,6 +736,12 @@ def _surely_not_a_module(cls: _Class | None, depth: int = 0) -> bool:
         if not _surely_not_a_module(home.resolve_class(value, record.scope), depth + 1):
             return False
     return True
+
+
+def _receiving_parameter(call: CallRecord, function: FunctionRecord, given: cst.BaseExpression) -> str | None:
+    """The parameter of `function` that `call` hands `given` to, if any."""
+    names = [p.name.value for p in _all_parameters(function)]
+    return next((name for name in names if argument_for(call.node, function, name) is given), None)
 
 
 def _all_parameters(function: FunctionRecord) -> list[cst.Param]:
