@@ -647,7 +647,8 @@ def _classes_returned(home: SourceModule, function: FunctionRecord, depth: int) 
             assigned = home.assigned_values(returned, function.scope)
             if any(a.index is not None for a in assigned):
                 return None  # `model, optimizer = ...`
-            values = [a.value for a in assigned if not _rebinds(home, returned, a.value)]
+            rebinds = home.analysis(ModelAnalysis).rebinds
+            values = [a.value for a in assigned if not rebinds(returned, a.value)]
         if not values:
             return None
         for value in values:
@@ -656,18 +657,6 @@ def _classes_returned(home: SourceModule, function: FunctionRecord, depth: int) 
                 return None
             found.extend(classes)
     return found
-
-
-def _rebinds(home: SourceModule, name: cst.Name, value: cst.BaseExpression) -> bool:
-    """`model = apply_gradient_allreduce(model)`, `model = model.to(device)`: the same model again."""
-    value = unplaced(value)
-    if isinstance(value, cst.Name):
-        return value.value == name.value
-    return isinstance(value, cst.Call) and any(
-        isinstance(arg.value, cst.Name) and arg.value.value == name.value
-        for arg in value.args
-        if not arg.keyword
-    )
 
 
 def _binds_only(source: SourceModule, statement: cst.CSTNode, name: str) -> bool:
