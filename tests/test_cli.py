@@ -41,6 +41,12 @@ def test_full_format_shows_the_line_a_caret_and_the_fix(project):
           |      ^^^^^^^^^^^^^^^^^^^^^^^ TL303
           |
           = help: Replace with `torch.amp.autocast`
+          |
+        2 |
+          - with torch.cuda.amp.autocast():
+        3 + with torch.amp.autocast("cuda"):
+        4 |     pass
+          |
 
         Found 1 finding.
         [*] 1 fixable with the `--fix` option.
@@ -131,22 +137,21 @@ def test_a_missing_path_is_a_finding_and_the_other_paths_are_still_checked(proje
     assert "All checks passed" not in result.output
 
 
-def test_a_notebook_named_on_the_command_line_is_an_error_not_a_pass(project):
+def test_notebooks_are_checked_when_named_and_in_walks_and_a_broken_one_is_a_finding(project):
+    """Issue 32: a notebook is read like a module (a `{}` file is no notebook: TL002, never a pass)."""
     (project / "train.py").write_text("x = 1\n")
     (project / "explore.ipynb").write_text(
         '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
     )
     (project / "notebooks").mkdir()
     (project / "notebooks" / "eda.ipynb").write_text("{}")
-    named = invoke("explore.ipynb", "train.py")
-    assert named.exit_code == 2
-    assert "error: explore.ipynb: not checked: torchlint does not read notebooks yet" in named.stderr
-    assert "All checks passed" not in named.output
-    walked = invoke(".")
-    assert walked.exit_code == 0
-    assert (
-        "warning: 2 notebooks not checked (torchlint does not read notebooks yet): explore.ipynb, "
-        "notebooks/eda.ipynb" in walked.stderr
+    named = invoke("--output-format", "concise", "explore.ipynb", "train.py")
+    assert named.exit_code == 0
+    assert "All checks passed!" in named.output
+    walked = invoke("--output-format", "concise", ".")
+    assert walked.exit_code == 1
+    assert walked.stdout.splitlines()[0] == (
+        "notebooks/eda.ipynb:1:1: TL002 notebooks/eda.ipynb: not a notebook: no `cells` (is it nbformat 4?)"
     )
 
 
@@ -159,6 +164,7 @@ def test_json_uses_ruffs_field_names(project):
         "message": '`torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`',
         "severity": "warning",
         "filename": "train.py",
+        "cell": None,
         "location": {"row": 3, "column": 6},
         "end_location": {"row": 3, "column": 29},
         "noqa_row": 3,
@@ -288,8 +294,11 @@ def test_show_files_lists_what_a_run_would_check_and_checks_nothing(project):
     (project / "explore.ipynb").write_text("{}")
     result = invoke("--show-files")
     assert result.exit_code == 0
-    assert result.stdout.splitlines() == [str(project / "pkg" / "model.py"), str(project / "train.py")]
-    assert "1 notebook not checked" in result.stderr
+    assert result.stdout.splitlines() == [
+        str(project / "explore.ipynb"),
+        str(project / "pkg" / "model.py"),
+        str(project / "train.py"),
+    ]
 
 
 def test_show_settings_prints_the_first_file_s_settings_and_enabled_rules(project):

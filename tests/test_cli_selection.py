@@ -100,7 +100,7 @@ def test_config_key_value_overrides_one_setting(tree):
         (
             "ignor = 1",
             "error: --config ignor: unknown key (known: device, exclude, exit-non-zero-on-info, extend, "
-            "extend-exclude, extend-fixable, extend-select, fixable, ignore, per-file-ignores, "
+            "extend-exclude, extend-fixable, extend-include, extend-select, fixable, ignore, include, per-file-ignores, "
             "respect-gitignore, rule-options, select, torch-version, unfixable, unsafe-fixes)\n",
         ),
         ('ignore = "TL303"', "error: --config ignore: expected list of rule codes, got 'TL303'\n"),

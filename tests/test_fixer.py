@@ -22,6 +22,7 @@ from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Ed
 from torchlint.linter import MAX_FIX_PASSES, InternalError, Linter, _compiles
 from torchlint.rules import base
 from torchlint.rules.base import Rule, registered_rules
+from torchlint.workspace.notebook import Notebook
 
 SAFE, UNSAFE, DISPLAY = Applicability.SAFE, Applicability.UNSAFE, Applicability.DISPLAY_ONLY
 
@@ -441,14 +442,20 @@ def test_a_second_fix_of_the_fixtures_changes_nothing(tmp_path):
     after = _contents(copy)
     changed = sorted(path for path in after if after[path] != before[path])
     assert len(changed) == len(first.files_fixed) > 0
-    assert all(_compiles(after[path].decode(), path) for path in changed)
+    assert all(_compiles(_python(after[path].decode(), path), path) for path in changed)
     second = run(RunOptions(paths=[copy], fix=True, unsafe_fixes=True))
     assert (second.errors, second.warnings, second.fixed, second.files_fixed) == ([], [], 0, [])
     assert _contents(copy) == after
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.py"))}
+    files = [*folder.rglob("*.py"), *folder.rglob("*.ipynb")]
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(files)}
+
+
+def _python(text: str, path: str) -> str:
+    """The module a file is: a notebook's code cells joined."""
+    return Notebook.parse(text).python() if path.endswith(".ipynb") else text
 
 
 # -- the CLI: what --fix, --unsafe-fixes and --diff say and do ---------------------------------------------

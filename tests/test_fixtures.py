@@ -18,6 +18,7 @@ from support import FIXTURES, REPO
 
 from torchlint.api import RunOptions, run
 from torchlint.rules.base import registered_rules
+from torchlint.workspace.notebook import Notebook
 from torchlint.workspace.settings import CliOverrides
 
 _EXPECT = re.compile(r"#.*?\bexpect: *(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
@@ -38,11 +39,23 @@ SCRIPTS = [  # (script, whether it uses the deprecated AMP API) — every runnab
 ]
 
 
-def expectations() -> tuple[set[tuple[str, int, str]], set[tuple[str, int, str]]]:
+def _numbered_lines(path: Path) -> list[tuple[str, str]]:
+    """(row as findings show it, line): `12` in a module, `cell 3:2` in a notebook."""
+    if path.suffix != ".ipynb":
+        return [(str(n), line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)]
+    notebook = Notebook.parse(path.read_text(encoding="utf-8"))
+    return [
+        (f"cell {cell.number}:{n}", line)
+        for cell in notebook.cells
+        for n, line in enumerate(cell.text.splitlines(), 1)
+    ]
+
+
+def expectations() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
     expected, forbidden = set(), set()
-    for path in sorted(FIXTURES.rglob("*.py")):
+    for path in sorted([*FIXTURES.rglob("*.py"), *FIXTURES.rglob("*.ipynb")]):
         name = path.relative_to(FIXTURES).as_posix()
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in _numbered_lines(path):
             for match in _EXPECT.finditer(line):
                 for code in re.split(r"\s*,\s*", match["codes"]):
                     if code in RULES:
@@ -53,11 +66,11 @@ def expectations() -> tuple[set[tuple[str, int, str]], set[tuple[str, int, str]]
     return expected, forbidden
 
 
-def findings_in(root: Path) -> set[tuple[str, int, str]]:
+def findings_in(root: Path) -> set[tuple[str, str, str]]:
     outcome = run(RunOptions(paths=[root]))
     assert outcome.errors == []
     return {
-        (Path(d.path).resolve().relative_to(root.resolve()).as_posix(), d.location.line, d.code)
+        (Path(d.path).resolve().relative_to(root.resolve()).as_posix(), d.location.row(), d.code)
         for d in outcome.diagnostics
     }
 

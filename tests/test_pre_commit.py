@@ -28,6 +28,12 @@ train.py:3:6: TL303 [*] `torch.cuda.amp.autocast` is deprecated since torch 2.4:
   |      ^^^^^^^^^^^^^^^^^^^^^^^ TL303
   |
   = help: Replace with `torch.amp.autocast`
+  |
+2 |
+  - with torch.cuda.amp.autocast():
+3 + with torch.amp.autocast("cuda"):
+4 |     pass
+  |
 
 Found 1 finding.
 [*] 1 fixable with the `--fix` option.
@@ -124,3 +130,22 @@ def test_the_fix_hook_rewrites_the_file_and_then_the_check_passes(hooks, staged)
     checking = try_repo(hooks, staged, "torchlint", "train.py", "clean.py")
     assert checking.returncode == 0, checking.stdout + checking.stderr
     assert re.search(r"^torchlint\.+Passed$", checking.stdout, re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_the_fix_hook_rewrites_a_staged_notebook_s_cell(hooks, tmp_path):
+    """Issue 32: the hooks' `types_or` names `jupyter`, so pre-commit passes notebooks to torchlint."""
+    import json
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": DEPRECATED}
+    document = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (work / "explore.ipynb").write_text(json.dumps(document, indent=1) + "\n")
+    _git(work, "init", "-q")
+    _git(work, "add", "-A")
+    fixing = try_repo(hooks, work, "torchlint-fix")
+    assert fixing.returncode == 1, fixing.stdout + fixing.stderr
+    assert "Found 1 finding (1 fixed, 0 remaining).\n" in fixing.stdout
+    assert json.loads((work / "explore.ipynb").read_text())["cells"][0]["source"] == FIXED

@@ -316,7 +316,7 @@ class _Worker:
                 text, diagnostics = source.text, found
             elif options.add_noqa:
                 text, diagnostics = source.text, []
-                _add_noqa_one(linter, target, source, outcome)
+                _add_noqa_one(linter, target, source, outcome, options.noqa_reason)
             elif options.fix or options.diff:
                 text, diagnostics = _fix_one(linter, target, source, options, unsafe, outcome)
             else:
@@ -332,7 +332,7 @@ class _Worker:
             return outcome
         outcome.parsed = 1 if linter.parsed > parsed_before else 0
         outcome.from_cache = 1 if linter.from_cache > cached_before else 0
-        outcome.add_findings(target.display, text, diagnostics, unsafe, settings)
+        outcome.add_findings(target.display, text, diagnostics, unsafe, settings, source.cells)
         return outcome
 
     def _work(self, target: Target, source: SourceFile) -> int:
@@ -409,7 +409,7 @@ def _fix_one(
     if result.text == source.text:
         return result.text, result.diagnostics
     if options.diff:
-        outcome.diffs.append((target.display, source.text, result.text))
+        outcome.diffs.extend(source.diffs(target.display, result.text))
     else:
         try:
             write_source(source, result.text)
@@ -424,9 +424,12 @@ def _fix_one(
     return result.text, result.diagnostics
 
 
-def _add_noqa_one(linter: Linter, target: Target, source: SourceFile, outcome: Outcome) -> None:
-    """`--add-noqa`: write `# noqa: CODES` on the line of each finding of this file (merged into the line's
-    `# noqa: ...`); TL0xx findings (a syntax error, an unreadable file, a stale noqa) get none."""
+def _add_noqa_one(
+    linter: Linter, target: Target, source: SourceFile, outcome: Outcome, reason: str = ""
+) -> None:
+    """`--add-noqa[=REASON]`: write `# noqa: CODES [REASON]` on the line of each finding of this file
+    (merged into the line's `# noqa: ...`); TL0xx findings (a syntax error, an unreadable file, a stale
+    noqa) get none."""
     from torchlint.fix.write import WriteRefused, write_source
     from torchlint.noqa import add_noqa
 
@@ -436,7 +439,7 @@ def _add_noqa_one(linter: Linter, target: Target, source: SourceFile, outcome: O
             codes_by_line.setdefault(d.location.line, set()).add(d.code)
     if not codes_by_line:
         return
-    text, added = add_noqa(source.text, codes_by_line)
+    text, added = add_noqa(source.text, codes_by_line, reason)
     if not added:
         return
     try:

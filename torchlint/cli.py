@@ -64,17 +64,44 @@ def _refuse_a_mistyped_subcommand(word: str, commands: list[str]) -> None:
 
 
 class CheckCommand(click.Command):
-    """Click's "did you mean" for a mistyped option, without the hidden options among the suggestions."""
+    """Click's "did you mean" for a mistyped option, without the hidden options among the suggestions; and
+    options whose value is optional (`OptionalValue`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
-            return super().parse_args(ctx, args)
+            return super().parse_args(ctx, _with_empty_values(args, self.params))
         except click.NoSuchOption as error:
             hidden = {
                 name for p in self.params if getattr(p, "hidden", False) for name in p.opts + p.secondary_opts
             }
             shown = [name for name in error.possibilities or () if name not in hidden]
             raise click.NoSuchOption(error.option_name, possibilities=shown, ctx=ctx) from None
+
+
+class OptionalValue(click.Option):
+    """An option with an optional value attached by `=` only, as ruff's `--add-noqa[=REASON]` (clap's
+    `require_equals`): `--add-noqa .` adds noqa to `.`, it does not take `.` as its reason. Given alone, its
+    value is "" (`CheckCommand` writes `--add-noqa` as `--add-noqa=`); not given, None."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return None if record is None else (f"{self.opts[0]}[={self.metavar}]", record[1])
+
+
+def _with_empty_values(args: list[str], params: list[click.Parameter]) -> list[str]:
+    """`args` with each `OptionalValue` given alone written `--name=` (up to `--`: paths follow it)."""
+    names = {name for param in params if isinstance(param, OptionalValue) for name in param.opts}
+    if "--" in args:
+        end = args.index("--")
+        return _with_empty_values(args[:end], params) + args[end:]
+    return [f"{arg}=" if arg in names else arg for arg in args]
+
+
+def _noqa_reason(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """ruff's check: the reason goes on the line of each finding, so it must be one line."""
+    if value is not None and ("\n" in value or "\r" in value):
+        raise click.BadParameter("the reason cannot contain newline characters")
+    return value
 
 
 @click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -139,7 +166,14 @@ def _torch_version(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option(
     "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if none remain."
 )
-@click.option("--add-noqa", is_flag=True, help="Write `# noqa: CODES` on the line of every finding.")
+@click.option(
+    "--add-noqa",
+    "noqa_reason",
+    cls=OptionalValue,
+    metavar="REASON",
+    callback=_noqa_reason,
+    help="Write `# noqa: CODES` on the line of every finding, with REASON after the codes if given.",
+)
 @click.option("--ignore-noqa", is_flag=True, help="Ignore `# noqa` comments: report what they suppress.")
 @click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing (exit 1 if any).")
 @click.option(
@@ -292,7 +326,7 @@ def check(
     show_fixes: bool,
     exit_non_zero_on_info: bool | None,
     exit_non_zero_on_fix: bool,
-    add_noqa: bool,
+    noqa_reason: str | None,
     ignore_noqa: bool,
     diff: bool,
     select: list[str],
@@ -333,6 +367,7 @@ def check(
     from torchlint.workspace.settings import CliOverrides, ConfigError
 
     stdin = stdin_filename is not None or paths == (Path("-"),)
+    add_noqa = noqa_reason is not None
     if watch and (stdin or add_noqa or show_files or show_settings):
         _usage_error(
             "--watch cannot be combined with standard input, --add-noqa, --show-files or --show-settings"
@@ -381,6 +416,7 @@ def check(
         cache_dir=cache_dir,
         prefilter=not no_prefilter,
         add_noqa=add_noqa,
+        noqa_reason=noqa_reason or "",
     )
     if (show_files or show_settings) and not stdin:
         _show_discovery(options, show_files, show_settings)
@@ -591,7 +627,15 @@ class _Report:
         if self.options.diff:
             return self._diff()
         reporter = REPORTERS[self.format]
-        if self.format in STYLED_FORMATS:
+        if self.format == "full":  # `[*]` and the fix's diff: what `--fix` would apply, per file's settings
+            reporter(
+                self.outcome.diagnostics,
+                self.outcome.sources,
+                self.out,
+                style=self.style,
+                applies=self.outcome.fix_applies,
+            )
+        elif self.format in STYLED_FORMATS:
             reporter(self.outcome.diagnostics, self.outcome.sources, self.out, style=self.style)
         else:
             reporter(self.outcome.diagnostics, self.outcome.sources, self.out)

@@ -67,7 +67,15 @@ class Diagnostic:
         return rule_url(self.code)
 
     def sort_key(self) -> tuple:
-        return (self.path, self.location.line, self.location.column, self.code)
+        return (self.path, self.location.cell or 0, self.location.line, self.location.column, self.code)
+
+    def file_region(self) -> tuple[Position, Position, str]:
+        """Where the formats that annotate a file's lines (GitHub, GitLab, Azure, SARIF, JUnit) put this
+        finding, and what to say before its message. A notebook's lines are those of its JSON, which mean
+        nothing to a reader: its findings go on the first line and say their cell position (as ruff's)."""
+        if self.location.cell is None:
+            return self.location, self.end_location, ""
+        return Position(1, 1), Position(1, 1), self.location.shown() + ": "
 
     def to_plain(self) -> dict:
         """JSON-ready, for the caches; `from_plain` gives it back."""

@@ -102,12 +102,13 @@ def noqa_edit(text: str, line: int, code: str) -> Edit | None:
     return _Lines(text).noqa_edit(line, [code])
 
 
-def add_noqa(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
-    """`--add-noqa`: `text` with each line of `codes_by_line` suppressing its codes (merged into the line's
-    `# noqa: ...`, or a new one at its end), and how many lines were changed. Lines that cannot carry a
-    comment (see `noqa_edit`) are left alone."""
+def add_noqa(text: str, codes_by_line: dict[int, set[str]], reason: str = "") -> tuple[str, int]:
+    """`--add-noqa[=REASON]`: `text` with each line of `codes_by_line` suppressing its codes (merged into the
+    line's `# noqa: ...`, or a new one at its end), and how many lines were changed. Lines that cannot carry
+    a comment (see `noqa_edit`) are left alone. The reason follows the codes, as ruff writes it
+    (`# noqa: TL303 REASON`), wherever nothing follows them yet: a comment's own text is never changed."""
     lines = _Lines(text)
-    edits = [lines.noqa_edit(line, sorted(codes)) for line, codes in sorted(codes_by_line.items())]
+    edits = [lines.noqa_edit(line, sorted(codes), reason) for line, codes in sorted(codes_by_line.items())]
     kept = sorted((e for e in edits if e is not None), key=lambda e: e.start, reverse=True)
     for edit in kept:
         text = text[: edit.start] + edit.content + text[edit.end :]
@@ -125,7 +126,7 @@ class _Lines:
             self.comments.setdefault(number, []).append(comment)
         self.continued = _lines_ending_inside_a_token(text)
 
-    def noqa_edit(self, line: int, codes: list[str]) -> Edit | None:
+    def noqa_edit(self, line: int, codes: list[str], reason: str = "") -> Edit | None:
         lines = self.index
         if not 1 <= line <= len(lines.line_starts):
             return None
@@ -142,8 +143,14 @@ class _Lines:
             if not missing:
                 return None
             at = lines.line_starts[line - 1] + source_line.rfind(comment) + match.end()
-            return Edit(at, at, "".join(f", {c}" for c in missing))
-        return Edit(end, end, f"  # noqa: {', '.join(codes)}")
+            said = comment[match.end() :].strip()  # the directive's own reason, or another comment: kept
+            return Edit(at, at, "".join(f", {c}" for c in missing) + _reason("" if said else reason))
+        return Edit(end, end, f"  # noqa: {', '.join(codes)}{_reason(reason)}")
+
+
+def _reason(reason: str) -> str:
+    """What follows the codes of a directive `--add-noqa=REASON` writes."""
+    return f" {reason}" if reason else ""
 
 
 def _lines_ending_inside_a_token(text: str) -> set[int]:

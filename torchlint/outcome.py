@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchlint.diagnostics import Applicability, Diagnostic, LineIndex, Severity, fix_applies
+from torchlint.positions import lines_of
 from torchlint.workspace.settings import CliOverrides, Settings
 
 
@@ -24,6 +25,7 @@ class RunOptions:
     cache_dir: Path | None = None  # None: `.torchlint_cache/` in each project root
     prefilter: bool = True
     add_noqa: bool = False  # suppress every finding with a noqa directive on its line instead of reporting it
+    noqa_reason: str = ""  # `--add-noqa=REASON`: written after the codes of each new directive
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Outcome:
     files_failed: list[str] = field(default_factory=list)  # left as they were because of an error
     files_unwritten: list[str] = field(default_factory=list)  # of those: fixed, but refused on writing
     fixable: int = 0  # remaining findings whose fix `--fix` would apply (with each file's settings)
+    applicable: set[tuple[str, int, int, str]] = field(default_factory=set)  # those findings' fix_key
     hidden_fixes: int = 0  # remaining findings whose fix needs `--unsafe-fixes`
     blocking: int = 0  # remaining findings that set exit status 1 (not trade-offs, unless asked)
     trade_off_fixes: dict[str, int] = field(default_factory=dict)  # code -> fixes `--select CODE` would allow
@@ -57,10 +60,12 @@ class Outcome:
         diagnostics: list[Diagnostic],
         unsafe: bool,
         settings: Settings | None = None,
+        cells: tuple[int, ...] | None = None,
     ) -> None:
         """One file's remaining findings, with its text (for the reporters), its fix counts (what `--fix`
         would apply with the file's settings; a trade-off's fix only where its rule is selected by code)
-        and how many set exit status 1 (a trade-off only with `exit-non-zero-on-info`)."""
+        and how many set exit status 1 (a trade-off only with `exit-non-zero-on-info`). A notebook's
+        (`cells`: its code cells' numbers) are located per cell, as it is shown."""
         explicit = settings.explicit_codes if settings is not None else frozenset()
         info_fails = settings is not None and settings.exit_non_zero_on_info
         fixing = [settings is None or settings.may_fix(d.code) for d in diagnostics]
@@ -73,13 +78,22 @@ class Outcome:
                 continue  # `unfixable`: not counted anywhere, as ruff does
             if fix_applies(diagnostic, unsafe, settings):
                 self.fixable += 1
+                self.applicable.add(fix_key(diagnostic))
             elif diagnostic.severity is not Severity.INFO or diagnostic.code in explicit:
                 self.hidden_fixes += 1  # `--unsafe-fixes` would apply it
             else:
                 self.trade_off_fixes[diagnostic.code] = self.trade_off_fixes.get(diagnostic.code, 0) + 1
         if diagnostics:
+            lines = lines_of(text, cells)
+            if cells is not None:
+                diagnostics = [lines.locate(d) for d in diagnostics]
             self.diagnostics.extend(diagnostics)
-            self.sources[display] = LineIndex(text)
+            self.sources[display] = lines
+
+    def fix_applies(self, diagnostic: Diagnostic) -> bool:
+        """Whether `--fix` would apply this remaining finding's fix, as counted above (the `full` format's
+        `[*]` and fix diff): the reporters cannot know a file's settings."""
+        return fix_key(diagnostic) in self.applicable
 
     def merge(self, other: Outcome) -> None:
         for name in (
@@ -104,7 +118,13 @@ class Outcome:
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.sources.update(other.sources)
+        self.applicable |= other.applicable
         self.fixed_codes.update(other.fixed_codes)
         for code, count in other.trade_off_fixes.items():
             self.trade_off_fixes[code] = self.trade_off_fixes.get(code, 0) + count
         self.observed.update(other.observed)
+
+
+def fix_key(diagnostic: Diagnostic) -> tuple[str, int, int, str]:
+    """A finding's identity within a run (its file, span and code), kept when outcomes merge and replay."""
+    return (diagnostic.path, diagnostic.start, diagnostic.end, diagnostic.code)

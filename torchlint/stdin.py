@@ -92,23 +92,27 @@ def _check(
     unsafe = options.unsafe_fixes or settings.unsafe_fixes
     if not (options.fix or options.diff):
         diagnostics = linter.check_text(display, source.text, settings, in_project=in_project)
-        outcome.add_findings(display, source.text, diagnostics, unsafe, settings)
+        outcome.add_findings(display, source.text, diagnostics, unsafe, settings, source.cells)
         return source.raw
     result = linter.fix_text(display, source.text, settings, unsafe, in_project=in_project)
     outcome.warnings.extend(result.warnings)
     try:
         output = source.encode(result.text)
-    except UnicodeEncodeError as error:
-        reason = f"the fixed text cannot be encoded as {source.encoding} ({error.reason})"
+    except (UnicodeEncodeError, SourceError) as error:
+        reason = (
+            f"the fixed text cannot be encoded as {source.encoding} ({error.reason})"
+            if isinstance(error, UnicodeEncodeError)
+            else str(error)
+        )
         outcome.errors.append(f"{display}: not fixed: {reason}")
         outcome.files_failed.append(display)
-        outcome.add_findings(display, source.text, result.initial, unsafe, settings)
+        outcome.add_findings(display, source.text, result.initial, unsafe, settings, source.cells)
         return source.raw
     if result.text != source.text:
         outcome.fixed = result.fixed
         outcome.fixed_codes[display] = dict(result.fixed_codes)
         outcome.files_fixed.append(display)
         if options.diff:
-            outcome.diffs.append((display, source.text, result.text))
-    outcome.add_findings(display, result.text, result.diagnostics, unsafe, settings)
+            outcome.diffs.extend(source.diffs(display, result.text))
+    outcome.add_findings(display, result.text, result.diagnostics, unsafe, settings, source.cells)
     return output

@@ -17,11 +17,12 @@ repository.
 
 - `findings`: every repository checked cold (`--isolated --no-cache --output-format json`, all rules), each
   finding matched against findings.tsv (repo, path, line, code, verdict, reason): new findings (not judged
-  yet), vanished ones (judged, no longer reported) and moved ones (same file and code, another line), per
-  rule; then per rule the judged precision (TP / (TP + FP); `unsure` counts neither) and per family the
-  estimated recall (TP / (TP + MISS), MISS rows being judged misses). `--update` makes findings.tsv the
-  current output: new findings appended with verdict `?` for someone to judge, moved rows moved, vanished rows
-  dropped (the commit message says why each went). Exit 1 when anything is new, vanished or unjudged.
+  yet), vanished ones (judged, no longer reported) and moved ones (same file and code, another line; a
+  notebook's findings are on `path:cell N`, their line inside the cell), per rule; then per rule the judged
+  precision (TP / (TP + FP); `unsure` counts neither) and per family the estimated recall (TP / (TP + MISS),
+  MISS rows being judged misses). `--update` makes findings.tsv the current output: new findings appended with
+  verdict `?` for someone to judge, moved rows moved, vanished rows dropped (the commit message says why each
+  went). Exit 1 when anything is new, vanished or unjudged.
 - `fixes`: `--fix --unsafe-fixes` on a fresh copy of each repository; every file the fixer changed must
   still compile (and every file that compiled before). Exit 1 on any that does not.
 - `runs`: the entry points of runs.toml, made runnable on a CPU with tiny synthetic data by the edits listed
@@ -179,6 +180,8 @@ def run_torchlint(tree: Path) -> list[dict]:
     findings = json.loads(done.stdout or "[]")
     for f in findings:
         f["filename"] = str((tree / f["filename"]).resolve().relative_to(tree.resolve()))
+        if f.get("cell") is not None:  # a notebook's: rows count inside the cell
+            f["filename"] += f":cell {f['cell']}"
     return findings
 
 

@@ -29,12 +29,14 @@ from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import cache_folder, linked, prepare, write_entry
 from torchlint.cache.fs import RecordingFileSystem
 from torchlint.cache.signing import opened
-from torchlint.diagnostics import Diagnostic, LineIndex
+from torchlint.diagnostics import Diagnostic
 from torchlint.outcome import Outcome, RunOptions
+from torchlint.positions import CellLines, lines_of
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 
-FORMAT = 3  # 2: listings with the kind of each entry, symlink and identity questions; 3: when each was read
+FORMAT = 4  # 2: listings with the kind of each entry, symlink and identity questions; 3: when each was read;
+# 4: the cells of notebooks
 MAX_RECORDS = 64  # pre-commit names other files on every commit: keep the most recent records only
 
 
@@ -82,9 +84,15 @@ def record(options: RunOptions, outcome: Outcome, observed: dict[str, list]) -> 
     stored = {
         "diagnostics": [d.to_plain() for d in outcome.diagnostics],
         "texts": {display: index.text for display, index in outcome.sources.items()},
+        "cells": {
+            display: list(index.cells)
+            for display, index in outcome.sources.items()
+            if isinstance(index, CellLines)
+        },
         "warnings": outcome.warnings,
         "files_checked": outcome.files_checked,
         "fixable": outcome.fixable,
+        "applicable": sorted(outcome.applicable),
         "hidden_fixes": outcome.hidden_fixes,
         "blocking": outcome.blocking,
         "trade_off_fixes": outcome.trade_off_fixes,
@@ -99,10 +107,14 @@ def _outcome(stored: dict) -> Outcome:
     files = stored["files_checked"]
     return Outcome(
         diagnostics=[Diagnostic.from_plain(item) for item in stored["diagnostics"]],
-        sources={display: LineIndex(text) for display, text in stored["texts"].items()},
+        sources={
+            display: lines_of(text, tuple(stored["cells"][display]) if display in stored["cells"] else None)
+            for display, text in stored["texts"].items()
+        },
         warnings=list(stored["warnings"]),
         files_checked=files,
         fixable=stored["fixable"],
+        applicable={tuple(key) for key in stored["applicable"]},
         hidden_fixes=stored["hidden_fixes"],
         blocking=stored["blocking"],
         trade_off_fixes=dict(stored["trade_off_fixes"]),

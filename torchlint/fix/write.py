@@ -45,6 +45,8 @@ class WriteRefused(Exception):
 
 
 def write_source(source: SourceFile, text: str) -> None:
+    from torchlint.workspace.source import SourceError
+
     if source.encode(source.text) != source.raw:
         raise WriteRefused(f"re-encoding as {source.encoding} would change bytes that no fix touched")
     try:
@@ -53,6 +55,8 @@ def write_source(source: SourceFile, text: str) -> None:
         raise WriteRefused(
             f"the fixed text cannot be encoded as {source.encoding} ({error.reason})"
         ) from None
+    except SourceError as error:
+        raise WriteRefused(str(error)) from None
     target = Path(os.path.realpath(source.path))  # through symlinks, the file itself
     try:
         info = os.stat(target)

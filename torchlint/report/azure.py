@@ -28,8 +28,9 @@ def write_azure(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], ou
     for d in diagnostics:
         kind = "error" if d.severity is Severity.ERROR else "warning"
         path = os.path.abspath(d.path) if d.path != "-" else d.path
+        start, _, cell = d.file_region()
         properties = (
-            f"type={kind};sourcepath={_property(path)};linenumber={d.location.line};"
-            f"columnnumber={d.location.column};code={d.code};"
+            f"type={kind};sourcepath={_property(path)};linenumber={start.line};"
+            f"columnnumber={start.column};code={d.code};"
         )
-        out.write(f"##vso[task.logissue {properties}]{_message(d.message)}\n")
+        out.write(f"##vso[task.logissue {properties}]{_message(cell + d.message)}\n")

@@ -13,5 +13,5 @@ def write_concise(
     diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO, style: Style = PLAIN
 ) -> None:
     for d in diagnostics:
-        where = f"{style.path(shown_path(d.path))}:{d.location.line}:{d.location.column}"
+        where = f"{style.path(shown_path(d.path))}:{d.location.shown()}"
         out.write(f"{where}: {style.code(d.code)}{info_label(d.severity)} {shown(d.message)}\n")

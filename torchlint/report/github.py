@@ -19,15 +19,16 @@ def _escape_property(text: str) -> str:
 def write_github(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
         level = {Severity.ERROR: "error", Severity.INFO: "notice"}.get(d.severity, "warning")
+        start, end, cell = d.file_region()
         properties = ",".join(
             f"{key}={_escape_property(str(value))}"
             for key, value in (
                 ("file", d.path),
-                ("line", d.location.line),
-                ("col", d.location.column),
-                ("endLine", d.end_location.line),
-                ("endColumn", d.end_location.column),
+                ("line", start.line),
+                ("col", start.column),
+                ("endLine", end.line),
+                ("endColumn", end.column),
                 ("title", f"torchlint ({d.code})"),
             )
         )
-        out.write(f"::{level} {properties}::{_escape_data(f'{d.code} {d.message}')}\n")
+        out.write(f"::{level} {properties}::{_escape_data(f'{cell}{d.code} {d.message}')}\n")

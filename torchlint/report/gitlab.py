@@ -26,14 +26,15 @@ def fingerprint(d: Diagnostic, rank: int) -> str:
 
 
 def to_gitlab(d: Diagnostic, rank: int) -> dict:
+    start, end, cell = d.file_region()
     return {
-        "description": f"{d.code} {d.message}",
+        "description": f"{cell}{d.code} {d.message}",
         "check_name": d.code,
         "fingerprint": fingerprint(d, rank),
         "severity": SEVERITIES[d.severity],
         "location": {
             "path": shown(d.path),
-            "lines": {"begin": d.location.line, "end": d.end_location.line},
+            "lines": {"begin": start.line, "end": end.line},
         },
     }
 

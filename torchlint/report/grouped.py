@@ -16,11 +16,11 @@ def write_grouped(
 ) -> None:
     for path, group in groupby(diagnostics, key=lambda d: d.path):
         found = list(group)
-        rows = max(len(str(d.location.line)) for d in found)
+        rows = max(len(d.location.row()) for d in found)
         columns = max(len(str(d.location.column)) for d in found)
         out.write(f"{style.path(shown_path(path))}:\n")
         for d in found:
             marker = " " + style.fixable("[*]") if d.fix and d.fix.applicability is Applicability.SAFE else ""
-            where = f"{d.location.line:>{rows}}:{d.location.column:<{columns}}"
+            where = f"{d.location.row():>{rows}}:{d.location.column:<{columns}}"
             out.write(f"  {where} {style.code(d.code)}{marker}{info_label(d.severity)} {shown(d.message)}\n")
         out.write("\n")

@@ -39,6 +39,7 @@ def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
         "message": d.message,
         "severity": d.severity.value,
         "filename": d.path,
+        "cell": d.location.cell,
         "location": {"row": d.location.line, "column": d.location.column},
         "end_location": {"row": d.end_location.line, "column": d.end_location.column},
         "noqa_row": d.location.line,

@@ -43,16 +43,17 @@ def to_junit(diagnostics: list[Diagnostic]) -> ET.Element:
         items = list(found)
         suite = _suite(root, path, len(items), len(items))
         for d in items:
+            start, _, cell = d.file_region()
             case = ET.SubElement(
                 suite,
                 "testcase",
                 name=f"{PACKAGE}.{d.code}",
                 classname=path.removesuffix(".py"),
-                line=str(d.location.line),
-                column=str(d.location.column),
+                line=str(start.line),
+                column=str(start.column),
             )
             failure = ET.SubElement(case, "failure", message=shown(d.message))
-            failure.text = f"line {d.location.line}, col {d.location.column}, {shown(d.message)}"
+            failure.text = f"{cell}line {start.line}, col {start.column}, {shown(d.message)}"
     return root
 
 

@@ -12,5 +12,6 @@ from torchlint.report.shown import info_label, shown, shown_path
 def write_pylint(diagnostics: list[Diagnostic], sources: dict[str, LineIndex], out: TextIO) -> None:
     for d in diagnostics:
         out.write(
-            f"{shown_path(d.path)}:{d.location.line}: [{d.code}]{info_label(d.severity)} {shown(d.message)}\n"
+            f"{shown_path(d.path)}:{d.location.row()}: "
+            f"[{d.code}]{info_label(d.severity)} {shown(d.message)}\n"
         )

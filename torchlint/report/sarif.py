@@ -67,13 +67,14 @@ def _fix(d: Diagnostic, lines: LineIndex | None) -> dict:
 
 
 def _result(d: Diagnostic, rule_index: int, lines: LineIndex | None) -> dict:
-    start = {"row": d.location.line, "column": d.location.column}
-    end = {"row": d.end_location.line, "column": d.end_location.column}
+    first, last, cell = d.file_region()
+    start = {"row": first.line, "column": first.column}
+    end = {"row": last.line, "column": last.column}
     result = {
         "ruleId": d.code,
         "ruleIndex": rule_index,
         "level": LEVELS[d.severity],
-        "message": {"text": d.message},
+        "message": {"text": cell + d.message},
         "locations": [
             {"physicalLocation": {"artifactLocation": _artifact(d.path), "region": _region(start, end)}}
         ],

@@ -1,4 +1,5 @@
-"""Colour for the text formats on a terminal, as ruff's: the path bold, the code bold red, `[*]` cyan.
+"""Colour for the text formats on a terminal, as ruff's: the path bold, the code bold red, `[*]` cyan; in a
+fix's diff, added lines green and removed lines red.
 
 `--color auto` (the default) colours only a terminal, and never when `NO_COLOR` is set (https://no-color.org);
 `FORCE_COLOR` colours a pipe too; `always` and `never` decide alone. Machine formats are never coloured.
@@ -37,6 +38,21 @@ class Style:
 
     def help(self, text: str) -> str:
         return self._sgr(text, "1;36")
+
+    def note(self, text: str) -> str:
+        return self._sgr(text, "1;92")
+
+    def insertion(self, text: str) -> str:
+        return self._sgr(text, "32")
+
+    def insertion_sign(self, text: str) -> str:
+        return self._sgr(text, "1;32")
+
+    def deletion(self, text: str) -> str:
+        return self._sgr(text, "31")
+
+    def deletion_sign(self, text: str) -> str:
+        return self._sgr(text, "1;31")
 
 
 PLAIN = Style()

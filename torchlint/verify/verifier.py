@@ -144,6 +144,11 @@ def verify(
     fs = FileSystem()
     if not fs.is_file(script):
         raise UsageError(f"{script}: no such file")
+    if script.name.endswith(".ipynb"):
+        raise UsageError(
+            f"{script}: verify runs scripts, not notebooks: export it first "
+            f"(`jupyter nbconvert --to script {script}`) and verify the script"
+        )
     if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
         raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
     if not torch_installed():

@@ -12,6 +12,7 @@ walk, which paths are the same file) is asked of the run's FileSystem (`torchlin
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -30,8 +31,8 @@ from torchlint.workspace.settings import (
     load_settings,
 )
 
-# What folder walks check: Python sources and stubs, as ruff does (notebooks are not read).
-PYTHON_SUFFIXES = (".py", ".pyi")
+# A folder with one of these names is a file name gone wrong, reported (TL002) rather than walked.
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 # The configuration files of one folder, in precedence order (ruff's: the dotted name first).
 CONFIG_FILES = (".torchlint.toml", "torchlint.toml", "pyproject.toml")
@@ -184,6 +185,24 @@ def is_excluded(path: Path, settings: Settings, is_dir: bool = False, below: Pat
     return spec.match_file(candidate)
 
 
+def is_included(path: Path, settings: Settings) -> bool:
+    """Whether a folder walk checks this file (`include`, `extend-include`): a pattern without `/` matches
+    the file's name, one with `/` its path relative to the config's folder (.gitignore syntax)."""
+    patterns = settings.includes
+    names = _name_patterns.get(patterns)
+    if names is None:
+        names = _name_patterns[patterns] = tuple(p for p in patterns if "/" not in p)
+    if any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names):
+        return True
+    with_folders = tuple(p for p in patterns if "/" in p)
+    if not with_folders:
+        return False
+    return _spec(with_folders).match_file(relative_to_root(path, settings) or path.name)
+
+
+_name_patterns: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
 def matches_any(path: Path, settings: Settings, pattern: str) -> bool:
     relative = relative_to_root(path, settings) or path.name
     return _spec((pattern,)).match_file(relative)
@@ -267,7 +286,7 @@ def _repository_root(directory: Path, memo: dict[Path, Path | None], fs: FileSys
 
 @dataclass
 class Notes:
-    """What discovery tells the user besides the files: skipped symlinks and notebooks (warnings), named
+    """What discovery tells the user besides the files: skipped symlinks (warnings), named
     paths it cannot check (errors: the run then never reports success)."""
 
     warnings: list[str] = field(default_factory=list)
@@ -322,9 +341,6 @@ def _expand(
     if not resolver.fs.is_dir(path) or path.name.endswith(PYTHON_SUFFIXES):  # a folder x.py: TL002
         if force_exclude and force_excluded(path, resolver.for_file(path), gitignore):
             return
-        if path.name.endswith(".ipynb"):
-            notes.errors.append(f"{display_name(path)}: not checked: torchlint does not read notebooks yet")
-            return
         yield path, display_name(path)
         return
     visited: set[tuple[int, int]] = set()
@@ -338,7 +354,6 @@ def _expand(
     # git-ignored, as ruff does: below it, only what lies below it is matched.
     inside = _Inside(path.resolve(), notes.warnings, notes.errors, path.absolute() if dropped else None)
     yield from _walk(path, resolver, gitignore, visited, force_exclude, inside)
-    inside.note_notebooks()
 
 
 @dataclass
@@ -349,7 +364,6 @@ class _Inside:
     notes: list[str]
     errors: list[str]
     named_excluded: Path | None = None  # the named folder, when its own name is excluded or git-ignored
-    notebooks: list[str] = field(default_factory=list)
 
     def drops(
         self, child: Path, settings: Settings, is_dir: bool, gitignore: GitIgnore, fs: FileSystem
@@ -364,14 +378,6 @@ class _Inside:
         ):
             return True
         return is_dir and fs.is_file(child / "pyvenv.cfg")
-
-    def note_notebooks(self) -> None:
-        if not self.notebooks:
-            return
-        count = len(self.notebooks)
-        shown = ", ".join(self.notebooks[:3]) + (", ..." if count > 3 else "")
-        noun = "notebook" if count == 1 else "notebooks"
-        self.notes.append(f"{count} {noun} not checked (torchlint does not read notebooks yet): {shown}")
 
     def keeps(self, link: Path) -> bool:
         try:
@@ -423,13 +429,12 @@ def _walk(
             continue
         if inside.drops(child, settings, is_dir, gitignore, fs):
             continue
-        if not (entry.name.endswith(PYTHON_SUFFIXES) or is_dir):
-            if entry.name.endswith(".ipynb"):
-                inside.notebooks.append(display_name(child))
+        checked = is_included(child, settings)
+        if not (checked or is_dir):
             continue
         if fs.entry_kind(entry, follow_symlinks=False) == "link" and not inside.keeps(child):
             continue
-        if entry.name.endswith(PYTHON_SUFFIXES):  # a folder named x.py too: reported (TL002)
+        if checked and (not is_dir or entry.name.endswith(PYTHON_SUFFIXES)):  # a folder x.py: TL002
             yield child, display_name(child)
         else:
             yield from _walk(child, resolver, gitignore, visited, force_exclude, inside)

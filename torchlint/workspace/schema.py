@@ -28,6 +28,8 @@ def settings_schema(rule_options: dict[str, dict[str, tuple[type, object]]]) -> 
         "per-file-ignores": {"type": "object", "additionalProperties": _CODES},
         "exclude": _PATTERNS,
         "extend-exclude": _PATTERNS,
+        "include": _PATTERNS,
+        "extend-include": _PATTERNS,
         "respect-gitignore": {"type": "boolean"},
         "device": {"enum": list(DEVICES)},
         "torch-version": {"type": "string", "pattern": r"^\d+\.\d+(\.\d+)?$"},

@@ -28,6 +28,9 @@ FAMILIES = {
     "6": "distributed",
 }
 
+# What folder walks check, as ruff's `include`: Python sources, stubs and Jupyter notebooks.
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
+
 DEFAULT_EXCLUDES = (
     ".git",
     ".venv",
@@ -146,6 +149,8 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDES
     extend_exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
     respect_gitignore: bool = True
     device: str = "auto"
     torch_version: tuple[int, int] | None = None
@@ -163,6 +168,10 @@ class Settings:
     @property
     def excludes(self) -> tuple[str, ...]:
         return self.exclude + self.extend_exclude
+
+    @property
+    def includes(self) -> tuple[str, ...]:
+        return self.include + self.extend_include
 
     def may_fix(self, code: str) -> bool:
         """Whether `--fix` may apply this rule's fixes (`fixable`, `extend-fixable`, `unfixable`): ruff's
@@ -223,6 +232,8 @@ _KEYS: dict[str, str] = {
     "per-file-ignores": "table of glob = list of rule codes",
     "exclude": "list of glob patterns",
     "extend-exclude": "list of glob patterns",
+    "include": "list of glob patterns",
+    "extend-include": "list of glob patterns",
     "respect-gitignore": "true or false",
     "device": "one of " + ", ".join(repr(d) for d in DEVICES),
     "torch-version": 'a version string like "2.1"',
@@ -251,6 +262,13 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
         "replaces the defaults.",
     ),
     "extend-exclude": ("[]", "More excludes, added to `exclude`."),
+    "include": (
+        "[" + ", ".join(f'"{e}"' for e in DEFAULT_INCLUDE) + "]",
+        "The files folder walks check: a pattern without `/` matches the file's name, one with `/` its path "
+        "relative to the config's folder; replaces the defaults (a file named on the command line is "
+        "always checked).",
+    ),
+    "extend-include": ("[]", "More includes, added to `include`."),
     "respect-gitignore": ("true", "Skip the files that `.gitignore` files ignore."),
     "device": (
         '"auto"',
@@ -279,7 +297,7 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
         "none",
         "Another configuration file this one builds on (relative to this file's folder; `~` and `$VARS` "
         "expand): its settings first, then this file's keys replace them, except `extend-select`, "
-        "`extend-exclude` and `per-file-ignores`, which add to them.",
+        "`extend-exclude`, `extend-include` and `per-file-ignores`, which add to them.",
     ),
 }
 
@@ -330,7 +348,7 @@ def load_settings(
 
 
 # Keys whose values an extending file adds to those of the file it extends (the others replace them).
-_ADDED_BY_EXTEND = ("extend-select", "extend-exclude", "extend-fixable")
+_ADDED_BY_EXTEND = ("extend-select", "extend-exclude", "extend-include", "extend-fixable")
 
 
 def _table_of(
@@ -474,7 +492,7 @@ def _changes_from_table(
             codes = tuple(code.upper() for code in codes)
             validate_selectors(codes, known, where(key))
             changes[key.replace("-", "_")] = codes
-    for key in ("exclude", "extend-exclude"):
+    for key in ("exclude", "extend-exclude", "include", "extend-include"):
         patterns = string_list(key)
         if patterns is not None:
             _validate_patterns(patterns, where(key))
