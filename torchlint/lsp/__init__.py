@@ -4,9 +4,11 @@ Only `torchlint.cli` imports this package, and only inside the `lsp` command, so
 other commands and a pre-commit run never pay for pygls (an import contract in pyproject.toml keeps it so).
 The modules:
 
-- `documents`: the open buffers, and the file system that answers their unsaved text for their paths;
+- `documents`: the open buffers (a notebook's is its Python cells joined), and the file system that
+  answers their unsaved text for their paths;
 - `checker`: one buffer through the linter, with the workspace's settings, cached per document version;
 - `convert`: torchlint's offsets -> LSP positions (UTF-16 by default), diagnostics, minimal text edits;
+- `views`: where a checked text's offsets land: one text document, or a notebook's cell documents;
 - `actions`: quick fixes, fix-all and "disable for this line", as LSP code actions;
 - `worker`: the one thread the checks run on, off the event loop;
 - `server`: the pygls wiring (notifications, debouncing, hover, the lifecycle, error handling).

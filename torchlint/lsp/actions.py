@@ -7,6 +7,9 @@
 - `source.fixAll.torchlint`: every safe fix, to a fixpoint, by the same `Linter.fix_text` as `--fix`,
   sent as the one minimal edit between the old and the new text;
 - "Disable TLxxx for this line": writes or extends the line's `# noqa: ...` comment.
+
+In a notebook's cell the same, computed on the joined cells and sent as edits of the cells they change
+(`views.NotebookView`); the fix-all there is `notebook.source.fixAll.torchlint`, for the whole notebook.
 """
 
 from __future__ import annotations
@@ -15,11 +18,15 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from torchlint.diagnostics import Applicability, Diagnostic, Edit
-from torchlint.lsp.convert import PositionMap, changed_span, text_edit, to_lsp
+from torchlint.diagnostics import Applicability, Diagnostic
+from torchlint.lsp.views import View
 from torchlint.noqa import noqa_edit
 
 FIX_ALL = "source.fixAll.torchlint"
+# A notebook's fix-all (ruff's `notebook.source.fixAll.ruff`): what VS Code's `notebook.codeActionsOnSave`
+# asks once per notebook. `source.fixAll` is asked of every cell in turn, and one edit of all the cells
+# applied once per cell would repeat the fixes, so a cell is never offered it.
+NOTEBOOK_FIX_ALL = "notebook.source.fixAll.torchlint"
 FIX_ALL_TITLE = "torchlint: Fix all safe fixes"
 
 
@@ -28,15 +35,19 @@ def wanted(kind: str, only: Sequence[str] | None) -> bool:
     return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
 
 
-def offers_fix_all(diagnostics: list[Diagnostic], only: Sequence[str] | None) -> bool:
-    """Whether the actions include the fix-all: something in the document has a safe fix, and it is wanted."""
+def fix_all_kind(view: View) -> str:
+    return NOTEBOOK_FIX_ALL if view.is_notebook else FIX_ALL
+
+
+def offers_fix_all(diagnostics: list[Diagnostic], only: Sequence[str] | None, kind: str = FIX_ALL) -> bool:
+    """Whether the actions include the fix-all of `kind`: something in the document has a safe fix, and
+    it is wanted."""
     safe = any(d.fix is not None and d.fix.applicability is Applicability.SAFE for d in diagnostics)
-    return safe and wanted(FIX_ALL, only)
+    return safe and wanted(kind, only)
 
 
 def code_actions(
-    uri: str,
-    positions: PositionMap,
+    view: View,
     diagnostics: list[Diagnostic],
     span: tuple[int, int],
     only: Sequence[str] | None,
@@ -44,60 +55,53 @@ def code_actions(
     fixed_text: str | None,
     resolve: dict | None = None,
 ) -> list[types.CodeAction]:
-    """The actions for the diagnostics that touch `span` (offsets), then the fix-all when
-    `offers_fix_all`. The caller runs the fix-all (`fixed_text`) only then, and not at all with `resolve`
-    (the client resolves actions): then the fix-all carries `resolve` as its data and gets its edit from
-    `codeAction/resolve`, so that a light bulb on every cursor move does not run every fix."""
+    """The actions for the diagnostics that touch `span` (offsets of the checked text), then the fix-all
+    when `offers_fix_all`. The caller runs the fix-all (`fixed_text`) only then, and not at all with
+    `resolve` (the client resolves actions): then the fix-all carries `resolve` as its data and gets its
+    edit from `codeAction/resolve`, so that a light bulb on every cursor move does not run every fix."""
     actions: list[types.CodeAction] = []
     if wanted(types.CodeActionKind.QuickFix, only):
         start, end = span
         for diagnostic in diagnostics:
             if diagnostic.start <= end and start <= diagnostic.end:
-                actions.extend(_quick_fixes(uri, positions, diagnostic, unsafe))
-    if offers_fix_all(diagnostics, only):
+                actions.extend(_quick_fixes(view, diagnostic, unsafe))
+    kind = fix_all_kind(view)
+    if offers_fix_all(diagnostics, only, kind):
         if resolve is not None:
-            actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, data=resolve))
+            actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=kind, data=resolve))
         elif fixed_text is not None:
-            edit = fix_all_edit(uri, positions, fixed_text)
+            edit = view.rewrite(fixed_text)
             if edit is not None:
-                actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=FIX_ALL, edit=edit))
+                actions.append(types.CodeAction(title=FIX_ALL_TITLE, kind=kind, edit=edit))
     return actions
 
 
-def fix_all_edit(uri: str, positions: PositionMap, fixed: str) -> types.WorkspaceEdit | None:
-    """The fix-all as one minimal edit (None when the fixes change nothing)."""
-    edit = changed_span(positions.text, fixed)
-    return _workspace_edit(uri, positions, [edit]) if edit is not None else None
-
-
-def _quick_fixes(
-    uri: str, positions: PositionMap, diagnostic: Diagnostic, unsafe: bool
-) -> list[types.CodeAction]:
+def _quick_fixes(view: View, diagnostic: Diagnostic, unsafe: bool) -> list[types.CodeAction]:
     found = []
     fix = diagnostic.fix
+    edit = None
     if fix is not None and fix.applicability.allowed(unsafe):
+        edit = view.edit(fix.standalone_edits(view.text))
+    if fix is not None and edit is not None:
         marked = " (unsafe)" if fix.applicability is Applicability.UNSAFE else ""
         found.append(
             types.CodeAction(
                 title=f"{diagnostic.code}: {fix.title}{marked}",
                 kind=types.CodeActionKind.QuickFix,
-                diagnostics=[to_lsp(diagnostic, positions)],
+                diagnostics=[view.diagnostic(diagnostic)],
                 is_preferred=fix.applicability is Applicability.SAFE,
-                edit=_workspace_edit(uri, positions, fix.standalone_edits(positions.text)),
+                edit=edit,
             )
         )
-    noqa = noqa_edit(positions.text, diagnostic.location.line, diagnostic.code)
-    if noqa is not None:
+    noqa = noqa_edit(view.text, diagnostic.location.line, diagnostic.code)
+    edit = view.edit([noqa]) if noqa is not None else None
+    if edit is not None:
         found.append(
             types.CodeAction(
                 title=f"Disable {diagnostic.code} for this line",
                 kind=types.CodeActionKind.QuickFix,
-                diagnostics=[to_lsp(diagnostic, positions)],
-                edit=_workspace_edit(uri, positions, [noqa]),
+                diagnostics=[view.diagnostic(diagnostic)],
+                edit=edit,
             )
         )
     return found
-
-
-def _workspace_edit(uri: str, positions: PositionMap, edits: list[Edit]) -> types.WorkspaceEdit:
-    return types.WorkspaceEdit(changes={uri: [text_edit(edit, positions) for edit in edits]})

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from torchlint.diagnostics import Diagnostic, Edit, Severity
 from torchlint.fix.build import minimal_edit
-from torchlint.positions import LineIndex
+from torchlint.positions import CellLines, LineIndex
 
 SOURCE = "torchlint"
 
@@ -62,6 +62,30 @@ class PositionMap:
         return start + len(line)
 
 
+class RegionMap(PositionMap):
+    """One region of a bigger text as a document of its own (a notebook's cell in the joined module): it
+    takes and gives offsets into the whole text, and positions counted from the region's first line."""
+
+    def __init__(self, whole: str, start: int, end: int, encoding: str = "utf-16") -> None:
+        super().__init__(whole[start:end], encoding)
+        self.start = start
+
+    def position(self, offset: int) -> types.Position:
+        return super().position(offset - self.start)  # clamped to the region, as a range may run past it
+
+    def offset(self, position: types.Position) -> int:
+        return self.start + super().offset(position)
+
+
+def cell_regions(joined: str, cells: int, encoding: str = "utf-16") -> list[RegionMap]:
+    """The region of each of `cells` code cells in a notebook's joined module (`CellLines` finds where
+    each starts; a region ends where the boundary line after it begins)."""
+    lines = CellLines(joined, tuple(range(cells)))
+    starts = [lines.line_starts[line - 1] for line in lines.region_starts]
+    ends = [lines.line_starts[line - 2] for line in lines.region_starts[1:]] + [len(joined)]
+    return [RegionMap(joined, start, end, encoding) for start, end in zip(starts, ends, strict=True)]
+
+
 def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
     """A diagnostic as the editor shows it: code, a link to the rule's doc, and the rule's name in `data`."""
     severity = {
@@ -85,6 +109,13 @@ def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
 
 def text_edit(edit: Edit, positions: PositionMap) -> types.TextEdit:
     return types.TextEdit(range=positions.range(edit.start, edit.end), new_text=edit.content)
+
+
+def applied(text: str, edits: list[Edit]) -> str:
+    """`text` with non-overlapping edits applied (at one offset, an insertion before a replacement)."""
+    for edit in reversed(sorted(edits, key=lambda e: (e.start, e.end))):
+        text = text[: edit.start] + edit.content + text[edit.end :]
+    return text
 
 
 def changed_span(old: str, new: str) -> Edit | None:

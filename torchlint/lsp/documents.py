@@ -7,20 +7,38 @@ injected `FileSystem` (tests/test_filesystem.py keeps it so), so an overlay of i
 buffers meet the project: `BufferFileSystem` answers an open Python buffer's path with the buffer's text,
 and everything else from disk. A buffer not yet saved is a file for `kind`; folder listings still come from
 disk, so a never-saved file is not found by "who imports this file?" scans until it is saved.
+
+An open notebook is one buffer too: its Python code cells joined into one module
+(`torchlint.workspace.notebook.join_cells`), checked as the file of the notebook's path, as the command line
+checks the `.ipynb`. It is not in the overlay: the file at its path is JSON, which a reader of that path
+expects, and nothing imports a notebook.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
 
 from torchlint.workspace.fs import FileSystem
 
 # PEP 263: a coding declaration in the first two lines (the overlay encodes a buffer as its file would be).
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A Python code cell of an open notebook: a text document of its own, where diagnostics go."""
+
+    uri: str
+    version: int | None
+    text: str
 
 
 @dataclass
@@ -31,11 +49,24 @@ class Buffer:
     version: int | None
     text: str
     path: Path | None  # None for a URI that is not a file (`untitled:`): checked on its own
+    # A notebook's code cells; then `text` is them joined, and `version` the notebook's.
+    cells: tuple[Cell, ...] | None = None
 
     @property
     def display(self) -> str:
         """The name diagnostics carry (the path, or the URI of a buffer that has none)."""
         return self.path.as_posix() if self.path is not None else self.uri
+
+
+def code_cells(notebook: types.NotebookDocument, text_document: Callable[[str], Any]) -> Iterator[Cell]:
+    """The notebook's Python code cells, in order, with their text (`text_document(uri)`: pygls's copy of
+    a cell's document). Markdown cells are left out, and so is a code cell in another language (VS Code
+    shows a raw cell as a code cell in the language `raw`; the command line skips raw cells too)."""
+    for cell in notebook.cells:
+        if cell.kind == types.NotebookCellKind.Code:
+            document = text_document(cell.document)
+            if document.language_id in (None, "python"):
+                yield Cell(cell.document, document.version, document.source)
 
 
 def path_of_uri(uri: str) -> Path | None:

@@ -9,6 +9,10 @@
 - didSave of any file, a changed configuration (`workspace/didChangeConfiguration`) or watched files
   changing re-read the settings and re-check every open buffer (their cross-file facts may have changed);
 - didClose clears the buffer's diagnostics;
+- a notebook (`notebookDocument/*`, LSP 3.17, as ruff's server) is one buffer: its Python code cells joined
+  (`join_cells`), checked as the file of the notebook's path, scheduled like a text buffer, its diagnostics
+  published on each cell's own URI (`views.NotebookView`); a cell that left it (deleted, turned markdown)
+  and every cell of a closed notebook get an empty publish;
 - hover and code actions answer at once from a version already checked, else after its check on the
   worker; if the buffer changed meanwhile, they answer ContentModified, as LSP allows;
 - a broken config, an exception inside the linter or any error pygls catches outside a request is logged
@@ -26,6 +30,7 @@ import asyncio
 import contextlib
 import importlib
 import traceback
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -42,15 +47,25 @@ from pygls.protocol import LanguageServerProtocol
 
 from torchlint import __version__
 from torchlint.docs import rule_doc
-from torchlint.lsp.actions import FIX_ALL, code_actions, fix_all_edit, offers_fix_all
+from torchlint.lsp.actions import FIX_ALL, NOTEBOOK_FIX_ALL, code_actions, fix_all_kind, offers_fix_all
 from torchlint.lsp.checker import Checked, Checker
-from torchlint.lsp.convert import PositionMap, to_lsp
-from torchlint.lsp.documents import Buffer, BufferFileSystem, path_of_uri
+from torchlint.lsp.documents import Buffer, BufferFileSystem, code_cells, path_of_uri
+from torchlint.lsp.views import view_of
 from torchlint.lsp.worker import Worker
+from torchlint.workspace.notebook import join_cells
 from torchlint.workspace.settings import ConfigError
 
 DEBOUNCE_SECONDS = 0.2
 PYTHON_SUFFIXES = (".py", ".pyi")
+# Jupyter notebooks' Python cells, synced as notebook documents (VS Code's notebook type for `.ipynb`).
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithNotebook(
+            notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")]
+        )
+    ],
+    save=True,
+)
 
 
 class AnsweringProtocol(LanguageServerProtocol):
@@ -102,6 +117,7 @@ class TorchlintServer(LanguageServer):
             "torchlint",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=NOTEBOOK_SYNC,
             protocol_cls=AnsweringProtocol,
         )
         self.fs = BufferFileSystem()
@@ -119,9 +135,7 @@ class TorchlintServer(LanguageServer):
         try:
             path = path_of_uri(uri)
         except ValueError:
-            self.log(
-                types.MessageType.Warning, f"torchlint: {uri} is not a file path that can exist; not checked"
-            )
+            self._not_a_path(uri)
             return None
         known = self.buffers.get(uri)
         if known is None and not (language == "python" or (path and path.suffix in PYTHON_SUFFIXES)):
@@ -131,12 +145,53 @@ class TorchlintServer(LanguageServer):
         self.fs.open(buffer)
         return buffer
 
+    def track_notebook(self, uri: str) -> Buffer | None:
+        """The notebook `uri` now, from pygls's copies of it and of its cells' text: one buffer of its Python
+        code cells joined; None for one pygls does not hold, or whose `file:` URI cannot be a path (logged).
+        Not in the file-system overlay: the file at its path is the notebook's JSON. A change that left its
+        code cells as they were (VS Code changes a cell's metadata each time it runs) keeps the buffer
+        already held, so that nothing is checked again."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return None
+        try:
+            path = path_of_uri(uri)
+        except ValueError:
+            self._not_a_path(uri)
+            return None
+        cells = tuple(code_cells(notebook, self.workspace.get_text_document))
+        known = self.buffers.get(uri)
+        if known is not None and known.cells == cells:
+            return known
+        buffer = self.buffers[uri] = Buffer(
+            uri, notebook.version, join_cells([c.text for c in cells]), path, cells
+        )
+        return buffer
+
+    def buffer_of(self, uri: str) -> Buffer | None:
+        """The buffer a request's document is part of: its own, or the notebook's for one of its cells."""
+        buffer = self.buffers.get(uri)
+        if buffer is None:
+            notebook = self.workspace.get_notebook_document(cell_uri=uri)
+            buffer = self.buffers.get(notebook.uri) if notebook is not None else None
+        return buffer
+
+    def clear(self, uris: Iterable[str]) -> None:
+        """Publish no diagnostics for these documents (closed, or cells no longer checked)."""
+        for uri in dict.fromkeys(uris):
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
     def forget(self, uri: str) -> None:
         buffer = self.buffers.pop(uri, None)
         self._cancel(uri)
         self.worker.submit(self.checker.drop, uri)
-        if buffer is not None and buffer.path is not None:
+        if buffer is not None and buffer.path is not None and buffer.cells is None:
             self.fs.close(buffer.path)
+
+    def _not_a_path(self, uri: str) -> None:
+        self.log(
+            types.MessageType.Warning, f"torchlint: {uri} is not a file path that can exist; not checked"
+        )
 
     @property
     def resolves_edits(self) -> bool:
@@ -167,7 +222,7 @@ class TorchlintServer(LanguageServer):
         if delay:
             await asyncio.sleep(delay)
         try:
-            diagnostics = await self.worker.run(self._diagnostics, buffer, self.encoding)
+            publishes = await self.worker.run(self._diagnostics, buffer, self.encoding)
         except ConfigError as error:
             self.log(types.MessageType.Error, f"torchlint: {error}")
             return
@@ -177,17 +232,14 @@ class TorchlintServer(LanguageServer):
             )
             return
         if self.buffers.get(buffer.uri) is buffer:  # a newer version would have cancelled this, too
-            self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(
-                    uri=buffer.uri, version=buffer.version, diagnostics=diagnostics
-                )
-            )
+            for publish in publishes:
+                self.text_document_publish_diagnostics(publish)
 
-    def _diagnostics(self, buffer: Buffer, encoding: str) -> list[types.Diagnostic]:
-        """On the worker: the check, and its conversion (thousands of findings take a while too)."""
+    def _diagnostics(self, buffer: Buffer, encoding: str) -> list[types.PublishDiagnosticsParams]:
+        """On the worker: the check, and its conversion (thousands of findings take a while too): one
+        publish for a text buffer, one per code cell for a notebook."""
         checked = self.checker.check(buffer)
-        positions = PositionMap(buffer.text, encoding)
-        return [to_lsp(diagnostic, positions) for diagnostic in checked.diagnostics]
+        return view_of(buffer, encoding).publishes(checked.diagnostics)
 
     def _finished(self, uri: str, task: asyncio.Task) -> None:
         if self._pending.get(uri) is task:
@@ -291,7 +343,38 @@ def build_server() -> TorchlintServer:
         uri = params.text_document.uri
         if uri in ls.buffers:
             ls.forget(uri)
-            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+            ls.clear([uri])
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def did_open_notebook(ls: TorchlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        buffer = ls.track_notebook(params.notebook_document.uri)
+        if buffer is not None:
+            ls.schedule(buffer)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def did_change_notebook(ls: TorchlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        """A cell edited, added, removed, moved or turned markdown: the notebook is checked again after
+        the pause (after a change of metadata only, not); a cell no longer among its code cells is cleared
+        at once."""
+        before = ls.buffers.get(params.notebook_document.uri)
+        buffer = ls.track_notebook(params.notebook_document.uri) if before is not None else None
+        if before is None or buffer is None or buffer is before:
+            return
+        ls.clear({cell.uri for cell in before.cells or ()} - {cell.uri for cell in buffer.cells or ()})
+        ls.publish_later(buffer)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def did_save_notebook(ls: TorchlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        ls.refresh()
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def did_close_notebook(ls: TorchlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        buffer = ls.buffers.get(params.notebook_document.uri)
+        if buffer is not None:
+            ls.forget(buffer.uri)
+            ls.clear(
+                [*(cell.uri for cell in buffer.cells or ()), *(c.uri for c in params.cell_text_documents)]
+            )
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(ls: TorchlintServer, params: types.DidChangeConfigurationParams) -> None:
@@ -305,36 +388,36 @@ def build_server() -> TorchlintServer:
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(
-            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=True
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL],
+            resolve_provider=True,
         ),
     )
     async def code_action(
         ls: TorchlintServer, params: types.CodeActionParams
     ) -> list[types.CodeAction] | None:
-        buffer = ls.buffers.get(params.text_document.uri)
+        uri = params.text_document.uri
+        buffer = ls.buffer_of(uri)
         if buffer is None:
             return None
+        view = view_of(buffer, ls.encoding)
+        start, end = view.offset(uri, params.range.start), view.offset(uri, params.range.end)
+        if start is None or end is None:
+            return None  # a notebook's markdown cell
         resolve = {"uri": buffer.uri, "version": buffer.version} if ls.resolves_edits else None
         try:
             checked = await ls.checked(buffer)
             fixed = None
-            if resolve is None and offers_fix_all(checked.diagnostics, params.context.only):
+            if resolve is None and offers_fix_all(
+                checked.diagnostics, params.context.only, fix_all_kind(view)
+            ):
                 fixed = (await ls.worker.run(ls.checker.fix_all, buffer)).text
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: code actions failed:\n{traceback.format_exc()}")
             return None
         ls.still_current(buffer)
-        positions = PositionMap(buffer.text, ls.encoding)
-        span = (positions.offset(params.range.start), positions.offset(params.range.end))
+        allows_unsafe = ls.checker.allows_unsafe(checked)
         return code_actions(
-            buffer.uri,
-            positions,
-            checked.diagnostics,
-            span,
-            params.context.only,
-            ls.checker.allows_unsafe(checked),
-            fixed,
-            resolve,
+            view, checked.diagnostics, (start, end), params.context.only, allows_unsafe, fixed, resolve
         )
 
     @server.feature(types.CODE_ACTION_RESOLVE)
@@ -342,7 +425,11 @@ def build_server() -> TorchlintServer:
         """The fix-all's edit, for the version it was offered on (a stale one gets none)."""
         data = action.data if isinstance(action.data, dict) else {}
         buffer = ls.buffers.get(data.get("uri", ""))
-        if action.kind != FIX_ALL or buffer is None or buffer.version != data.get("version"):
+        if (
+            action.kind not in (FIX_ALL, NOTEBOOK_FIX_ALL)
+            or buffer is None
+            or buffer.version != data.get("version")
+        ):
             return action
         try:
             fixed = await ls.worker.run(ls.checker.fix_all, buffer)
@@ -350,22 +437,25 @@ def build_server() -> TorchlintServer:
             ls.log(types.MessageType.Error, f"torchlint: fix-all failed:\n{traceback.format_exc()}")
             return action
         if ls.buffers.get(buffer.uri) is buffer:  # changed meanwhile: stale, no edit
-            action.edit = fix_all_edit(buffer.uri, PositionMap(buffer.text, ls.encoding), fixed.text)
+            action.edit = view_of(buffer, ls.encoding).rewrite(fixed.text)
         return action
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: TorchlintServer, params: types.HoverParams) -> types.Hover | None:
-        buffer = ls.buffers.get(params.text_document.uri)
+        uri = params.text_document.uri
+        buffer = ls.buffer_of(uri)
         if buffer is None:
             return None
+        view = view_of(buffer, ls.encoding)
+        offset = view.offset(uri, params.position)
+        if offset is None:
+            return None  # a notebook's markdown cell
         try:
             checked = await ls.checked(buffer)
         except Exception:  # noqa: BLE001
             ls.log(types.MessageType.Error, f"torchlint: hover failed:\n{traceback.format_exc()}")
             return None
         ls.still_current(buffer)
-        positions = PositionMap(buffer.text, ls.encoding)
-        offset = positions.offset(params.position)
         under = [d for d in checked.diagnostics if d.start <= offset <= d.end]
         docs = [rule_doc(d.code) or f"{d.code} {d.name}" for d in under]
         if not under:
@@ -374,7 +464,7 @@ def build_server() -> TorchlintServer:
             contents=types.MarkupContent(
                 kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(dict.fromkeys(docs))
             ),
-            range=positions.range(under[0].start, under[0].end),
+            range=view.range(under[0].start, under[0].end),
         )
 
     return server
