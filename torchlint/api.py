@@ -344,10 +344,8 @@ class _Worker:
         return len(source.raw) // 50
 
     def _key(self, cache: ResultCache, target: Target, source: SourceFile) -> str:
-        from torchlint.cache.results import settings_digest
-
         enabled = [rule.code for rule in self.linter.rules_for(target.settings, target.display)]
-        return cache.key(target.display, source.raw, settings_digest(target.settings, enabled))
+        return cache.key_for(target.display, source.raw, target.settings, enabled)
 
     def _from_cache(self, target: Target, source: SourceFile) -> list[Diagnostic] | None:
         from torchlint.cache.results import file_list_digest
@@ -364,8 +362,6 @@ class _Worker:
         return cached
 
     def _check_cached(self, target: Target, source: SourceFile) -> list[Diagnostic]:
-        from torchlint.cache.results import file_list_digest
-
         cache = self._cache_for(target)
         settings = target.settings
         if cache is None:
@@ -373,13 +369,7 @@ class _Worker:
         key = self._key(cache, target, source)
         diagnostics = self.linter.check_text(target.display, source.text, settings)
         project = self.linter.project_for(target.path) if self.fs.is_file(target.path) else None
-        consulted = project.dependencies(target.path) if project is not None else set()
-        file_list = (
-            file_list_digest(project.python_files())
-            if project is not None and project.asked_who_imports(target.path)
-            else None
-        )
-        cache.store(key, diagnostics, consulted, file_list)
+        cache.store_checked(key, diagnostics, project, target.path)
         return diagnostics
 
 

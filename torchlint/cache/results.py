@@ -21,6 +21,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchlint import __version__
 from torchlint.cache.digest import code_digest, content_hash
@@ -29,6 +30,9 @@ from torchlint.cache.signing import opened
 from torchlint.diagnostics import Diagnostic
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
+
+if TYPE_CHECKING:
+    from torchlint.index.project import Project
 
 
 def settings_digest(settings: Settings, enabled: list[str]) -> str:
@@ -107,6 +111,23 @@ class ResultCache:
             return None  # missing, stale or corrupted (any shape JSON can take): rebuild
         mark_used(path, modified)
         return found
+
+    def key_for(self, display: str, raw: bytes, settings: Settings, enabled: list[str]) -> str:
+        """The key of a file's results, as displayed, with these bytes, settings and enabled rules."""
+        return self.key(display, raw, settings_digest(settings, enabled))
+
+    def store_checked(
+        self, key: str, diagnostics: list[Diagnostic], project: Project | None, file: Path
+    ) -> None:
+        """Store a file's findings with what its analysis consulted in `project` (None: a file outside any
+        project, which consulted nothing)."""
+        consulted = project.dependencies(file) if project is not None else set()
+        file_list = (
+            file_list_digest(project.python_files())
+            if project is not None and project.asked_who_imports(file)
+            else None
+        )
+        self.store(key, diagnostics, consulted, file_list)
 
     def store(
         self, key: str, diagnostics: list[Diagnostic], consulted: set[Path], file_list: str | None = None

@@ -9,6 +9,14 @@ one run; here every check is a run, since any buffer may have changed in between
 other files' modules by their text (`parsing.text_cache`). A document's result
 is kept per version, so code actions and hover never re-check an unchanged buffer.
 
+A buffer whose text is its file's on disk is answered from the project's result cache (`.torchlint_cache`,
+the one `torchlint check` and the pre-commit hook fill), when every file its findings depend on is
+unchanged (read through the buffers: an unsaved edit of another file counts) — opening a file in a project
+that was checked before shows its findings at once, not after its analysis — and what the server checks
+itself is stored there for the next session and the next `torchlint check`. Keyed as the command line keys
+it, by the path relative to the server's working folder; `TORCHLINT_NO_CACHE` and `TORCHLINT_CACHE_DIR`
+are honoured as there.
+
 Those caches are shared by every check and are not thread-safe: the server calls every method here on its
 one worker thread (`worker.Worker`), in order, except `known` and `allows_unsafe`, which only read (a hover
 is answered from the result kept while another buffer is being checked).
@@ -16,16 +24,24 @@ is answered from the result kept while another buffer is being checked).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchlint.cache.results import ResultCache, file_list_digest
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
 from torchlint.lsp.documents import Buffer, BufferFileSystem
 from torchlint.lsp.parsing import StatementParser, text_cache
 from torchlint.rules.base import registered_rules
-from torchlint.workspace.discovery import SettingsResolver
+from torchlint.workspace.discovery import SettingsResolver, display_name
+from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
+from torchlint.workspace.source import SourceError, SourceFile
+
+_OFF = ("", "0", "false", "no", "off")
+_Slot = tuple[ResultCache, str, str]  # the project's result cache, the file's key, its name as displayed
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class Checker:
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
         self._fixed: dict[str, tuple[tuple, FixResult]] = {}
+        self._caches: dict[Path, ResultCache] = {}
+        self.from_cache = 0  # checks the result cache answered (for tests and the latency benchmark)
 
     def forget(self) -> None:
         """Settings or other files changed: read the settings again, and re-check every buffer."""
@@ -89,9 +107,15 @@ class Checker:
         if known is not None:
             return known
         settings = self.settings_for(buffer)
-        diagnostics = self._linter().check_text(
-            buffer.display, buffer.text, settings, in_project=buffer.path is not None
-        )
+        linter = self._linter()
+        slot = self._slot(buffer, settings, linter)
+        diagnostics = self._stored(buffer, slot, linter) if slot is not None else None
+        if diagnostics is None:
+            diagnostics = linter.check_text(
+                buffer.display, buffer.text, settings, in_project=buffer.path is not None
+            )
+            if slot is not None:
+                self._store(buffer, slot, linter, diagnostics)
         checked = Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes)
         self._checked[buffer.uri] = checked
         return checked
@@ -112,6 +136,44 @@ class Checker:
         )
         self._fixed[buffer.uri] = (key, result)
         return result
+
+    def _stored(self, buffer: Buffer, slot: _Slot, linter: Linter) -> list[Diagnostic] | None:
+        """The result cache's findings for the buffer (which holds its file's text on disk)."""
+        cache, key, _ = slot
+        path = buffer.path
+        assert path is not None
+        found = cache.load(key, lambda: file_list_digest(linter.project_for(path).python_files()))
+        if found is None:
+            return None
+        self.from_cache += 1
+        return [dataclasses.replace(d, path=buffer.display) for d in found]
+
+    def _store(self, buffer: Buffer, slot: _Slot, linter: Linter, found: list[Diagnostic]) -> None:
+        cache, key, display = slot
+        assert buffer.path is not None
+        shown = [dataclasses.replace(d, path=display) for d in found]  # as the command line names the file
+        cache.store_checked(key, shown, linter.project_for(buffer.path), buffer.path)
+
+    def _slot(self, buffer: Buffer, settings: Settings, linter: Linter) -> _Slot | None:
+        """The cache, key and displayed name of the buffer's file, when the buffer holds the file's text and
+        caching is on; None otherwise (a notebook, an unsaved or changed buffer, a file outside a folder)."""
+        if buffer.path is None or buffer.cells is not None:
+            return None
+        if os.environ.get("TORCHLINT_NO_CACHE", "").strip().lower() not in _OFF:
+            return None
+        try:
+            source = SourceFile.read(buffer.path, FileSystem())  # the disk's bytes, not the buffer's
+        except SourceError:
+            return None
+        if source.text != buffer.text:
+            return None
+        root = linter.root_of(buffer.path.parent.resolve())
+        if root not in self._caches:
+            cache_dir = os.environ.get("TORCHLINT_CACHE_DIR")
+            self._caches[root] = ResultCache(root, self.fs, Path(cache_dir) if cache_dir else None)
+        display = display_name(buffer.path)
+        enabled = [rule.code for rule in linter.rules_for(settings, display)]
+        return self._caches[root], self._caches[root].key_for(display, source.raw, settings, enabled), display
 
     def _linter(self) -> Linter:
         return Linter(
