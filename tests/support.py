@@ -29,6 +29,11 @@ def lint(
     return _linter.check_text(path, textwrap.dedent(source), settings(select=select, **changes))
 
 
+def said(diagnostic: Diagnostic) -> str:
+    """A finding's message with its note in parentheses after it: all it says about itself, on one line."""
+    return diagnostic.message + (f" ({diagnostic.note})" if diagnostic.note else "")
+
+
 def codes_and_lines(source: str, **kwargs) -> list[tuple[str, int]]:
     return [(d.code, d.location.line) for d in lint(source, **kwargs)]
 

@@ -162,6 +162,7 @@ def test_json_uses_ruffs_field_names(project):
         "code": "TL303",
         "name": "deprecated-amp-autocast",
         "message": '`torch.cuda.amp.autocast` is deprecated since torch 2.4: use `torch.amp.autocast("cuda", ...)`',
+        "note": None,
         "severity": "warning",
         "filename": "train.py",
         "cell": None,

@@ -7,7 +7,7 @@ optimizer was built.
 from __future__ import annotations
 
 import pytest
-from support import codes_and_lines, lint
+from support import codes_and_lines, lint, said
 
 TRAIN = """\
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -478,4 +478,4 @@ def test_a_second_name_rebound_to_the_same_module_still_sees_it_pickled_whole():
     )
     [finding] = lint(source, select=("TL101",))
     assert finding.location.line == 12
-    assert "no automatic fix: the script pickles the whole model" in finding.message
+    assert "no automatic fix: the script pickles the whole model" in said(finding)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from support import codes_and_lines, fix, lint
+from support import codes_and_lines, fix, lint, said
 
 TL301 = ("TL301",)
 TL302 = ("TL302",)
@@ -82,7 +82,7 @@ def test_tl302_fix_puts_the_unscale_before_a_per_param_group_clip_loop():
 
 def _tl302_note(source: str) -> tuple[str, bool]:
     [finding] = lint(source, select=TL302)
-    note = finding.message.split("`dtype=torch.bfloat16`", 1)[1]
+    note = said(finding).split("`dtype=torch.bfloat16`", 1)[1]
     return note, finding.fix is not None
 
 
@@ -235,9 +235,7 @@ def test_accelerator_whose_cpu_parameter_defaults_off_is_flagged_with_its_switch
     `def train(..., cpu=False)` run by fire trains on the GPU by default, in float32."""
     [finding] = lint(ACCELERATE, select=TL301)
     assert (finding.location.line, finding.location.column) == (6, 19)
-    assert finding.message.startswith(
-        "`Accelerator(...)` trains in full precision: without `mixed_precision=`"
-    )
+    assert said(finding).startswith("`Accelerator(...)` trains in full precision: without `mixed_precision=`")
     assert fixed(ACCELERATE, TL301) == ACCELERATE.replace(
         "Accelerator(cpu=cpu)", 'Accelerator(cpu=cpu, mixed_precision="bf16")'
     )
@@ -398,7 +396,7 @@ def test_forward_through_methods_of_the_trained_model_is_flagged_and_wrapped():
     finding sits on the first, and the fix wraps from it to the loss."""
     [finding] = lint(METHODS, select=TL301)
     assert (finding.location.line, finding.location.column) == (9, 22)
-    assert finding.message.startswith("`model.encode(...)` runs the forward pass")
+    assert said(finding).startswith("`model.encode(...)` runs the forward pass")
     assert fixed(METHODS, TL301) == METHODS.replace(
         "    encoder_output = model.encode(encoder_input)\n",
         "    with torch.autocast(device_type=device, dtype=torch.bfloat16):\n"  # the script's string device
@@ -468,7 +466,7 @@ def test_the_forward_is_the_helper_whose_result_reaches_backward_not_one_handed_
     wraps that statement."""
     [finding] = lint(DOMAINBED, select=TL301)
     assert (finding.location.line, finding.location.column) == (19, 36)
-    assert finding.message.startswith("`self.loss_gap(...)` runs the forward pass")
+    assert said(finding).startswith("`self.loss_gap(...)` runs the forward pass")
     assert fixed(DOMAINBED, TL301) == DOMAINBED.replace(
         "            gap = -self.t_lambda * self.loss_gap(minibatches)\n",
         '            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'

@@ -19,7 +19,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from support import fix, lint, settings
+from support import fix, lint, said, settings
 
 from torchlint.linter import Linter
 
@@ -74,7 +74,7 @@ def test_sequential_compile_in_a_function_on_a_module_level_model_gets_no_fix():
     )
     finding = only(lint(source + TRAIN, select=("TL105",)), "TL105")
     assert finding.fix is None
-    assert finding.message.endswith(
+    assert said(finding).endswith(
         "(no automatic fix: `model` is bound at module level: assigning it inside `setup` would make it a "
         "local variable of `setup`)"
     )
@@ -89,7 +89,7 @@ def test_a_dropped_torch_compile_in_a_function_on_a_module_level_sequential_gets
     )
     finding = only(lint(source + TRAIN, select=("TL103",)), "TL103")
     assert finding.fix is None
-    assert "(no automatic fix: `model` is bound at module level" in finding.message
+    assert "(no automatic fix: `model` is bound at module level" in said(finding)
 
 
 def test_a_rebinding_in_an_enclosing_function_s_name_gets_no_fix():
@@ -107,7 +107,7 @@ def test_a_rebinding_in_an_enclosing_function_s_name_gets_no_fix():
     """
     finding = only(lint(source, select=("TL105",)), "TL105")
     assert finding.fix is None
-    assert "`model` is bound in `outer`: assigning it inside `inner`" in finding.message
+    assert "`model` is bound in `outer`: assigning it inside `inner`" in said(finding)
 
 
 def test_a_model_declared_global_or_bound_in_the_same_function_is_rebound():
@@ -176,7 +176,7 @@ def test_checkpointing_fix_is_withheld_where_a_star_imported_project_module_defi
     write_project(tmp_path, {"utils.py": utils, "main.py": CHECKPOINTED})
     finding = only(check_file(tmp_path, "main.py", ("TL401",)), "TL401")
     assert finding.fix is None
-    assert finding.message.endswith("(no automatic fix: `from utils import *` binds `checkpoint`)")
+    assert said(finding).endswith("(no automatic fix: `from utils import *` binds `checkpoint`)")
 
 
 def test_a_star_import_whose_all_leaves_out_checkpoint_does_not_block_the_fix(tmp_path):
@@ -195,7 +195,7 @@ def test_a_star_import_that_cannot_be_read_may_bind_any_name():
     """N3: `from somepackage import *` (not a project file) may bind `checkpoint`: no fix."""
     finding = only(lint(CHECKPOINTED, select=("TL401",)), "TL401")
     assert finding.fix is None
-    assert finding.message.endswith(
+    assert said(finding).endswith(
         "(no automatic fix: `from utils import *` may bind `checkpoint` (its module cannot be read))"
     )
 
@@ -225,7 +225,7 @@ def test_grad_scaler_fix_is_withheld_where_a_star_import_binds_scaler(tmp_path):
     write_project(tmp_path, {"prep.py": "scaler = 2.0\n", "main.py": SCALED})
     finding = only(check_file(tmp_path, "main.py", ("TL302",)), "TL302")
     assert finding.fix is None
-    assert finding.message.endswith("(no automatic fix: `from prep import *` binds `scaler`)")
+    assert said(finding).endswith("(no automatic fix: `from prep import *` binds `scaler`)")
     in_function = """\
 import torch
 from prep import *
@@ -256,9 +256,7 @@ def test_a_new_variable_is_not_made_of_a_name_read_where_nothing_binds_it():
     )
     finding = only(lint(source, select=("TL302",)), "TL302")
     assert finding.fix is None
-    assert finding.message.endswith(
-        "(no automatic fix: `scaler` is read where nothing in this file binds it)"
-    )
+    assert said(finding).endswith("(no automatic fix: `scaler` is read where nothing in this file binds it)")
 
 
 # -- N4: a module-level name the fix removes -----------------------------------------------------------------
@@ -342,7 +340,7 @@ def test_a_sequential_saved_through_a_helper_in_another_file_gets_no_fix(tmp_pat
     write_project(tmp_path, {"main.py": main, "utils.py": utils})
     finding = only(check_file(tmp_path, "main.py", ("TL101",)), "TL101")
     assert finding.fix is None
-    assert "`save(...)` (utils.py) saves or loads its `state_dict`" in finding.message
+    assert "`save(...)` (utils.py) saves or loads its `state_dict`" in said(finding)
     # through a second helper, and with `load_state_dict`
     utils = "def save(m, path):\n    _write(m, path)\n\ndef _write(net, path):\n    net.load_state_dict({})\n"
     write_project(tmp_path, {"utils.py": utils})
@@ -360,11 +358,11 @@ def test_a_sequential_saved_through_a_helper_in_the_same_file_gets_no_fix():
     source = SAVED_BY_HELPER.format(imports=helper, call='save(model, "ckpt.pt")')
     finding = only(lint(source, select=("TL101",)), "TL101")
     assert finding.fix is None
-    assert "`save(...)` saves or loads its `state_dict`" in finding.message
+    assert "`save(...)` saves or loads its `state_dict`" in said(finding)
     unknown = SAVED_BY_HELPER.format(imports="from torchinfo import summary\n", call="summary(model)")
     finding = only(lint(unknown, select=("TL101",)), "TL101")
     assert finding.fix is None
-    assert "it is handed to `summary(...)`, which torchlint cannot follow" in finding.message
+    assert "it is handed to `summary(...)`, which torchlint cannot follow" in said(finding)
     plain = SAVED_BY_HELPER.format(imports="", call="print(model)")
     assert "model = torch.compile(model)" in fix(plain, select=("TL101",))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from click.testing import CliRunner
-from support import fix, lint
+from support import fix, lint, said
 
 from torchlint.cli import main
 
@@ -67,7 +67,7 @@ def test_rl_target_network_call_before_the_update_is_not_the_forward():
     sits on the update's `policy_net(batch.state)`, and the fix wraps it and the loss only."""
     found = finding(DQN_WITH_A_TARGET_NETWORK)
     assert (found.location.line, found.location.column) == (19, 13)
-    assert found.message.startswith("`policy_net(...)` runs the forward pass")
+    assert said(found).startswith("`policy_net(...)` runs the forward pass")
     assert fixed(DQN_WITH_A_TARGET_NETWORK) == wrapped(
         DQN_WITH_A_TARGET_NETWORK,
         "        q = policy_net(batch.state).gather(1, batch.action)\n"
@@ -357,8 +357,8 @@ def test_hand_written_log_of_a_sigmoid_gets_no_autocast_fix():
         source = loop_with_loss(*lines)
         found = finding(source)
         assert found.fix is None, name
-        assert NO_FIX_LOG in found.message, name
-        assert "`F.binary_cross_entropy_with_logits`" in found.message, name
+        assert NO_FIX_LOG in said(found), name
+        assert "`F.binary_cross_entropy_with_logits`" in said(found), name
         assert fixed(source) == source, name
 
 
@@ -369,7 +369,7 @@ def test_project_log_helper_of_one_minus_a_sigmoid_gets_no_autocast_fix():
         "loss = (-log(1 - torch.sigmoid(fake))).mean()",
         prelude="def log(t, eps=1e-10):\n    return torch.log(t.clamp(min=eps))\n\n\n",
     )
-    assert NO_FIX_LOG in finding(source).message
+    assert NO_FIX_LOG in said(finding(source))
     assert fixed(source) == source
 
 
@@ -428,11 +428,11 @@ def test_batch_norm_with_computed_weights_and_running_statistics_gets_no_autocas
     found = finding(ADAIN)
     assert found.location.line == 27
     assert found.fix is None
-    assert NO_FIX_BATCH_NORM in found.message
+    assert NO_FIX_BATCH_NORM in said(found)
     conditional = ADAIN.replace(
         "self.weight, self.bias, True, 0.1, 1e-5", "weight=gamma, bias=beta, training=True"
     )
-    assert NO_FIX_BATCH_NORM in finding(conditional).message
+    assert NO_FIX_BATCH_NORM in said(finding(conditional))
 
 
 def test_batch_norm_with_parameters_or_without_running_statistics_keeps_the_autocast_fix():

@@ -6,7 +6,7 @@ time, options set only on the CUDA path, batches unpacked before they are moved,
 
 from __future__ import annotations
 
-from support import codes_and_lines, fix
+from support import codes_and_lines, fix, said
 
 HEAD = """\
 import os
@@ -654,7 +654,7 @@ def test_a_lambda_in_the_dataset_transform_leaves_the_workers_to_the_author():
 
     [finding] = lint(source, select=("TL201",))
     assert finding.fix is None
-    assert "`dataset` is built with a lambda in its `transform`" in finding.message
+    assert "`dataset` is built with a lambda in its `transform`" in said(finding)
     named = source.replace(
         "[transforms.ToTensor(), transforms.Lambda(lambda x: x.mul(255))]", "[to_tensor()]"
     )
@@ -702,9 +702,8 @@ def test_the_no_fix_reason_names_the_option_once():
         "    loader = DataLoader(train_set, batch_size=64, shuffle=True, pin_memory=True, collate_fn=collate_fn)",
     )
     [finding] = lint(source, select=("TL201",))
-    assert (
-        "(no automatic fix: `collate_fn` is a function defined inside a function, which worker"
-        in finding.message
+    assert "(no automatic fix: `collate_fn` is a function defined inside a function, which worker" in said(
+        finding
     )
 
 

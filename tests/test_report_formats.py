@@ -491,3 +491,31 @@ def test_color_always_colours_the_text_formats_and_never_the_machine_ones(projec
     assert "\x1b[" not in invoke("--color", "never", "train.py").stdout
     assert "\x1b[" not in invoke("train.py").stdout  # auto, and the test's stream is no terminal
     assert "\x1b[" not in invoke("--color", "always", "--output-format", "json", "train.py").stdout
+
+
+def test_a_withheld_fix_is_a_note_apart_from_a_message_that_stays_the_same(project):
+    """Issue 29 (rules declare their voice): `(no automatic fix: ...)` no longer changes the message; the
+    full format shows it as a note, JSON as `note`, the concise format not at all."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    (project / "train.py").write_text(
+        "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\n"
+        "model = DDP(torch.nn.Linear(8, 1).cuda())\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in loader:\n    optimizer.zero_grad()\n    model(x.cuda()).sum().backward()\n    optimizer.step()\n"
+    )
+    run = CliRunner()
+    message = (
+        "`model` is trained (by `torch.optim.SGD(...)`) but never compiled: `torch.compile` usually makes each "
+        "training step faster on the GPU"
+    )
+    note = "no automatic fix: it is built and wrapped in one statement; compile the inner module before wrapping it"
+    concise = run.invoke(main, ["--no-cache", "--select", "TL101", "--output-format", "concise", "train.py"])
+    assert concise.stdout.splitlines()[0] == f"train.py:4:13: TL101 {message}"
+    full = run.invoke(main, ["--no-cache", "--select", "TL101", "train.py"])
+    assert f"  = note: {note}" in full.stdout.splitlines()
+    [found] = json.loads(
+        run.invoke(main, ["--no-cache", "--select", "TL101", "--output-format", "json"]).stdout
+    )
+    assert (found["message"], found["note"]) == (message, note)

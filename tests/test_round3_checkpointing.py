@@ -3,7 +3,7 @@ reproduced small. The docstrings give the judged rows' case (repository and line
 
 from __future__ import annotations
 
-from support import fix, lint
+from support import fix, lint, said
 
 CKPT = ("TL401", "TL402")  # by code: a trade-off's fix applies only to a rule selected by its code
 
@@ -18,7 +18,7 @@ for x, y in loader:
 
 
 def tl401(source: str) -> list[tuple[int, str]]:
-    return [(d.location.line, d.message) for d in lint(source, select=CKPT) if d.code == "TL401"]
+    return [(d.location.line, said(d)) for d in lint(source, select=CKPT) if d.code == "TL401"]
 
 
 # -- 1. a stack applied by a loop whose body sits on the `for` line ---------------------------------------

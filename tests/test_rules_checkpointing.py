@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import FIXTURES, fix, lint, settings
+from support import FIXTURES, fix, lint, said, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.diagnostics import Severity
@@ -77,7 +77,7 @@ def test_a_loop_over_a_modulelist_gets_a_guarded_checkpoint_keeping_every_argume
     found = tl401(LOOP)
     assert [(d.location.line, d.location.column) for d in found] == [(8, 23)]
     assert found[0].severity is Severity.INFO
-    assert found[0].message.startswith(
+    assert said(found[0]).startswith(
         "`Net.blocks` holds `Block` blocks (parameter `depth`, default 8) that a loop in `forward` applies one "
         "after another (line 11), in a trained model with no activation checkpointing"
     )
@@ -169,7 +169,7 @@ def test_nanogpt_style_nested_moduledict_with_a_config_default():
     """
     found = tl401(source)
     assert [d.location.line for d in found] == [17]
-    assert "`Net.transformer.h` holds `Block` blocks (`config.n_layer`, default 12)" in found[0].message
+    assert "`Net.transformer.h` holds `Block` blocks (`config.n_layer`, default 12)" in said(found[0])
 
 
 def test_blocks_appended_in_a_loop_and_applied_in_a_method_forward_calls():
@@ -195,7 +195,7 @@ def test_blocks_appended_in_a_loop_and_applied_in_a_method_forward_calls():
     """
     found = tl401(source)
     assert [d.location.line for d in found] == [8]
-    assert "a loop in `forward_features`, called by `forward` applies" in found[0].message
+    assert "a loop in `forward_features`, called by `forward` applies" in said(found[0])
 
 
 def test_a_local_list_appended_then_wrapped_and_iterated_through_zip():
@@ -249,7 +249,7 @@ def test_a_clone_helper_is_a_stack_of_its_count_argument():
     """
     found = tl401(source)
     assert [d.location.line for d in found] == [14]
-    assert "cloned blocks (parameter `num_layers`, default 6)" in found[0].message
+    assert "cloned blocks (parameter `num_layers`, default 6)" in said(found[0])
 
 
 def test_an_indexed_loop_over_range_len():
@@ -276,7 +276,7 @@ def test_a_result_not_carried_back_is_reported_without_a_fix():
     source = LOOP.replace("x = blk(x, mask, pos=pos)  # the stack", "x, attn = blk(x)")
     found = tl401(source)
     assert len(found) == 1 and found[0].fix is None
-    assert "(no automatic fix: the blocks' results are not assigned back to their input" in found[0].message
+    assert "(no automatic fix: the blocks' results are not assigned back to their input" in said(found[0])
 
 
 def test_a_keyword_checkpoint_would_take_as_its_own_blocks_the_fix():
@@ -307,7 +307,7 @@ def test_convnext_style_stages_each_a_sequential_get_checkpoint_sequential():
     """
     found = tl401(source)
     assert [d.location.line for d in found] == [8]
-    assert "(parameter `depths`, up to 9 per stage)" in found[0].message
+    assert "(parameter `depths`, up to 9 per stage)" in said(found[0])
     fixed = fix(textwrap.dedent(source) + TRAIN_HERE.format(cls="Net"), select=CKPT)
     assert "x = checkpoint_sequential(self.stages[i], len(self.stages[i]), x, use_reentrant=False)" in fixed
     shallow = source.replace("depths=(3, 3, 9, 3)", "depths=(2, 2, 2, 2)")
@@ -451,7 +451,7 @@ def test_a_model_defined_in_one_module_and_trained_in_another(tmp_path):
     write_project(tmp_path, {"model.py": MODEL_FILE, "train.py": TRAIN_FILE})
     found = check_file(tmp_path, "model.py")
     assert [(d.code, d.location.line) for d in found] == [("TL401", 7)]
-    assert "(trained in train.py)" in found[0].message
+    assert "(trained in train.py)" in said(found[0])
     assert check_file(tmp_path, "train.py") == []  # the finding sits where the model is defined
 
 
@@ -638,7 +638,7 @@ def test_detr_style_a_stack_passed_to_the_trained_class_by_a_chain_of_builders(t
     )
     found = check_file(tmp_path, "models/transformer.py")
     assert [(d.code, d.location.line) for d in found] == [("TL401", 13)]
-    assert "(trained in ../main.py)" in found[0].message
+    assert "(trained in ../main.py)" in said(found[0])
 
 
 def test_mae_style_a_model_picked_by_name_from_a_project_module(tmp_path):
@@ -867,4 +867,4 @@ def test_timm_transformer_families_by_literal_name_and_training_arguments():
     """
     found = lint(source, select=("TL401",))
     assert [d.location.line for d in found] == [5, 11]
-    assert "`vit.set_grad_checkpointing()`" in found[0].message
+    assert "`vit.set_grad_checkpointing()`" in said(found[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from support import facts_of, fix, lint, settings
+from support import facts_of, fix, lint, said, settings
 
 from torchlint.linter import Linter
 from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
@@ -59,7 +59,7 @@ def test_metrics_between_the_loss_and_backward_stay_outside_the_autocast_block()
     """
     [d] = lint(source, select=("TL301",))
     assert (d.location.line, d.location.column) == (7, 14)
-    assert d.message == (
+    assert said(d) == (
         "`model(...)` runs the forward pass of a training loop on the GPU in float32: `torch.autocast` runs "
         "matrix math in half precision on tensor cores and roughly halves activation memory"
     )
@@ -164,7 +164,7 @@ def test_a_loss_that_is_not_a_name_gets_the_finding_without_a_fix():
     """
     [d] = lint(source, select=("TL301",))
     assert d.fix is None
-    assert d.message.endswith("(no automatic fix: the loss is not computed next to the forward call)")
+    assert said(d).endswith("(no automatic fix: the loss is not computed next to the forward call)")
 
 
 def test_bce_loss_gets_no_fix_and_the_message_names_the_logits_form():
@@ -182,7 +182,7 @@ def test_bce_loss_gets_no_fix_and_the_message_names_the_logits_form():
     """
     [d] = lint(source, select=("TL301",))
     assert d.fix is None
-    assert d.message.endswith(
+    assert said(d).endswith(
         "(no automatic fix: `binary_cross_entropy` raises under CUDA autocast; use "
         "`F.binary_cross_entropy_with_logits` on the logits instead, then autocast)"
     )
@@ -207,7 +207,7 @@ def test_a_custom_autograd_function_without_custom_fwd_gets_no_fix():
     """
     [d] = lint(source, select=("TL301",))
     assert d.fix is None
-    assert "`Clamp` has no `@torch.amp.custom_fwd`" in d.message
+    assert "`Clamp` has no `@torch.amp.custom_fwd`" in said(d)
 
 
 def test_the_torch_alias_of_the_file_is_used():
@@ -496,7 +496,7 @@ for step, (x, y) in enumerate(loader):
 def test_clip_under_accumulation_and_a_flag_gets_unscale_inside_the_same_block():
     [d] = lint(SCALED_LOOP, select=("TL306",))
     assert (d.location.line, d.location.column) == (12, 13)
-    assert d.message == (
+    assert said(d) == (
         "gradients are clipped while still scaled by `scaler`: call `scaler.unscale_(optimizer)` before "
         "clipping, or the threshold applies to gradients multiplied by the loss scale"
     )
@@ -542,7 +542,7 @@ def test_fp16_autocast_without_any_scaler_in_training_is_flagged():
     """
     [d] = lint(source, select=("TL302",))
     assert d.location.line == 7
-    assert d.message.startswith("this autocast runs training in float16 on GPUs without bfloat16 with no")
+    assert said(d).startswith("this autocast runs training in float16 on GPUs without bfloat16 with no")
 
 
 def test_fp16_autocast_for_inference_only_is_not_tl302():
@@ -573,7 +573,7 @@ def test_backward_inside_autocast_through_a_context_variable():
         optimizer.step()
     """
     [d] = lint(source, select=("TL305",))
-    assert (d.location.line, d.message) == (
+    assert (d.location.line, said(d)) == (
         10,
         "`loss.backward()` runs inside an autocast block (variable `ctx`): backward passes under autocast "
         "are not recommended (PyTorch AMP docs); end the block after the loss",
@@ -961,7 +961,7 @@ def test_a_partial_handed_down_as_a_parameter_opens_an_autocast_region():
     # timm train.py style: `with amp_autocast():` in train_one_epoch, the partial made in main()
     [d] = lint(TIMM_STYLE, select=("TL305",))
     assert (d.location.line, d.location.column) == (10, 13)
-    assert d.message == (
+    assert said(d) == (
         "`loss.backward()` runs inside an autocast block (parameter `amp_autocast`, an autocast context passed "
         "by its callers): backward passes under autocast are not recommended (PyTorch AMP docs); end the "
         "block after the loss"
@@ -1061,7 +1061,7 @@ def test_a_loss_function_handed_the_model_is_the_forward_dit_style():
     """
     [d] = lint(source, select=("TL301",))
     assert (d.location.line, d.location.column) == (12, 17)
-    assert d.message.startswith("`diffusion.training_losses(...)` runs the forward pass of a training loop")
+    assert said(d).startswith("`diffusion.training_losses(...)` runs the forward pass of a training loop")
     assert fixed(source) == textwrap.dedent(source).replace(
         """    loss_dict = diffusion.training_losses(model, x, t, dict(y=y))
     loss = loss_dict["loss"].mean()
@@ -1109,7 +1109,7 @@ def test_clip_without_unscale_in_a_step_method_with_an_unscaled_branch():
     """
     [d] = lint(source, select=("TL306",))
     assert (d.location.line, d.location.column) == (14, 13)
-    assert d.message.startswith("gradients are clipped while still scaled by `self.scaler`: call ")
+    assert said(d).startswith("gradients are clipped while still scaled by `self.scaler`: call ")
     assert fix(source, select=("TL306",)) == textwrap.dedent(source).replace(
         "        self.scaler.scale(loss).backward()\n",
         "        self.scaler.scale(loss).backward()\n            self.scaler.unscale_(self.optimizer)\n",

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-from support import fix, lint
+from support import fix, lint, said
 
 TL306 = ("TL306",)
 COMMON = "or the threshold applies to gradients multiplied by the loss scale"
@@ -25,7 +25,7 @@ COVERED = (
 def found(source: str) -> list[tuple[int, str, bool]]:
     """(line, what the message adds after the common sentence, whether a fix comes with it) per finding."""
     return [
-        (d.location.line, d.message.split(COMMON, 1)[1], d.fix is not None)
+        (d.location.line, said(d).split(COMMON, 1)[1], d.fix is not None)
         for d in lint(textwrap.dedent(source), select=TL306)
     ]
 
@@ -258,7 +258,7 @@ def test_two_optimizers_on_one_scaler_each_unscale_their_own_clip_once():
         scaler.update()
     """
     diagnostics = lint(textwrap.dedent(source), select=TL306)
-    assert [(d.location.line, d.message.split("`")[3]) for d in diagnostics] == [
+    assert [(d.location.line, said(d).split("`")[3]) for d in diagnostics] == [
         (8, "scaler.unscale_(opt_d)"),
         (13, "scaler.unscale_(opt_g)"),
     ]

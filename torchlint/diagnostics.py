@@ -56,6 +56,8 @@ class Diagnostic:
     start: int
     end: int
     fix: Fix | None = None
+    # What the message does not say, most often why no fix is offered: apart, so the message stays stable.
+    note: str | None = None
     # Filled by LineIndex.locate when the diagnostic is reported.
     location: Position = field(default=Position(1, 1))
     end_location: Position = field(default=Position(1, 1))
@@ -97,6 +99,7 @@ class Diagnostic:
             data["start"],
             data["end"],
             _fix_from_plain(fix) if fix else None,
+            data.get("note"),
             Position(**data["location"]),
             Position(**data["end_location"]),
         )

@@ -87,7 +87,8 @@ def cell_regions(joined: str, cells: int, encoding: str = "utf-16") -> list[Regi
 
 
 def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
-    """A diagnostic as the editor shows it: code, a link to the rule's doc, and the rule's name in `data`."""
+    """A diagnostic as the editor shows it: code, a link to the rule's doc, and the rule's name in `data`;
+    its note (why no quick fix) on a line of its own under the message, where an editor shows it."""
     severity = {
         Severity.ERROR: types.DiagnosticSeverity.Error,
         Severity.INFO: types.DiagnosticSeverity.Information,
@@ -95,7 +96,7 @@ def to_lsp(diagnostic: Diagnostic, positions: PositionMap) -> types.Diagnostic:
     fix = diagnostic.fix
     return types.Diagnostic(
         range=positions.range(diagnostic.start, diagnostic.end),
-        message=diagnostic.message,
+        message=diagnostic.message if not diagnostic.note else f"{diagnostic.message}\n{diagnostic.note}",
         severity=severity,
         code=diagnostic.code,
         code_description=types.CodeDescription(href=diagnostic.url),

@@ -1,5 +1,6 @@
 """The default format: the finding, its source line with a caret under the span, the fix's title and, for a
-fix that `--fix` would apply, the diff it would make (ruff's fix diff under `help:`).
+fix that `--fix` would apply, the diff it would make (ruff's fix diff under `help:`), then the finding's note
+(`= note: no automatic fix: ...`).
 
 `[*]` after the code, and the diff, mark a finding that `--fix` with the current options would fix, as ruff
 does: a safe fix (an unsafe one with `--unsafe-fixes`) of a rule the settings let be fixed (`fixable`,
@@ -53,8 +54,13 @@ def write_full(
         lines = sources.get(d.path)
         if lines is not None and lines.has_line(d.location):
             out.write(_snippet(d, lines, style))
+            gutter = " " * len(str(d.location.line))
             if d.fix is not None:
-                out.write(_help(d.fix, " " * len(str(d.location.line)), fixable, lines, style))
+                out.write(_help(d.fix, gutter, fixable, lines, style))
+            if d.note:
+                out.write(f"{gutter} {style.gutter('=')} {style.note('note')}: {shown(d.note)}\n")
+        elif d.note:
+            out.write(f"  {style.gutter('=')} {style.note('note')}: {shown(d.note)}\n")
         out.write("\n")
 
 

@@ -37,6 +37,7 @@ def to_json(d: Diagnostic, lines: LineIndex | None) -> dict:
         "code": d.code,
         "name": d.name,
         "message": d.message,
+        "note": d.note,
         "severity": d.severity.value,
         "filename": d.path,
         "cell": d.location.cell,

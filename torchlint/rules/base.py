@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from torchlint.workspace.settings import Settings
 
 
+def no_fix(reason: str) -> str:
+    """The note of a finding whose fix is withheld for `reason` ("" when there is none)."""
+    return f"no automatic fix: {reason}" if reason else ""
+
+
 class FixAvailability(enum.Enum):
     ALWAYS = "always"
     SOMETIMES = "sometimes"
@@ -75,9 +80,15 @@ class Rule:
         oldest = self.settings.torch_version
         return oldest is None or oldest >= version
 
-    def finding(self, facts: ModuleFacts, node: Node, message: str, fix: Fix | None = None) -> Diagnostic:
+    def finding(
+        self, facts: ModuleFacts, node: Node, message: str, fix: Fix | None = None, note: str = ""
+    ) -> Diagnostic:
+        """A finding at `node`. `note` says what the message does not, most often why no fix is offered
+        (`no automatic fix: ...`): kept apart, so that the message stays the same whether a fix exists."""
         start, end = facts.span(node)
-        return Diagnostic(self.code, self.name, message, self.severity, facts.path, start, end, fix)
+        return Diagnostic(
+            self.code, self.name, message, self.severity, facts.path, start, end, fix, note=note or None
+        )
 
 
 def registered_rules() -> dict[str, type[Rule]]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from torchlint.diagnostics import Diagnostic, Severity
 from torchlint.fix import build
 from torchlint.fix.model import Applicability, Fix
-from torchlint.rules.base import FixAvailability, Rule
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
@@ -78,9 +78,7 @@ class CheckpointingOpportunity(Rule):
                 "instead of all of them, for about one extra forward pass (a trade-off, not a defect)"
             )
             reason, fix = self._fix(facts, stack)
-            if reason:
-                message += f" (no automatic fix: {reason})"
-            yield self.finding(facts, stack.node, message, fix)
+            yield self.finding(facts, stack.node, message, fix, no_fix(reason))
         if self.option_values["library-models"]:
             yield from self._library_models(facts)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from torchlint.diagnostics import Diagnostic
 from torchlint.fix import build
 from torchlint.fix.model import Applicability, Fix
-from torchlint.rules.base import FixAvailability, Rule
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
@@ -80,9 +80,7 @@ class ModelNotCompiled(Rule):
                 "makes each training step faster on the GPU"
             )
             reason, fix = self._fix(facts, model)
-            if reason:
-                message = f"{message} (no automatic fix: {reason})"
-            yield self.finding(facts, where, message, fix)
+            yield self.finding(facts, where, message, fix, no_fix(reason))
         yield from self._training_arguments(facts)
 
     def _may_be_cuda(self, device) -> bool:
@@ -226,9 +224,7 @@ class CompiledModelNotUsed(Rule):
             else:
                 continue
             reason, fix = self._in_place(facts, site, statement, scope)
-            if reason:
-                message = f"{message} (no automatic fix: {reason})"
-            yield self.finding(facts, site.node, message, fix)
+            yield self.finding(facts, site.node, message, fix, no_fix(reason))
 
     def _in_place(
         self, facts: ModuleFacts, site: CompileSite, statement, scope: Scope
@@ -304,9 +300,7 @@ class SequentialCompileNoop(Rule):
                 "`Sequential`'s call); use `torch.compile`"
             )
             reason, fix = self._fix(facts, site, scope)
-            if reason:
-                message = f"{message} (no automatic fix: {reason})"
-            yield self.finding(facts, site.node, message, fix)
+            yield self.finding(facts, site.node, message, fix, no_fix(reason))
 
     def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> tuple[str, Fix | None]:
         statement = _questions(facts).standalone_statement(site.node)

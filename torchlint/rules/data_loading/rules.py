@@ -15,7 +15,7 @@ from torchlint.diagnostics import Diagnostic, Severity
 from torchlint.facts import DatasetKind, Device
 from torchlint.fix import build
 from torchlint.fix.model import AddImport, Applicability, Fix
-from torchlint.rules.base import FixAvailability, Rule
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import Argument, Loader, ModuleFacts
@@ -70,8 +70,10 @@ class _LoaderRule(Rule):
         edit = build.set_keyword(facts.source, loader.arguments, name, value)
         return Fix(title, safety, (edit,), imports) if edit is not None else None
 
-    def finding_on_loader(self, facts: ModuleFacts, loader: Loader, message: str, fix: Fix | None):
-        return self.finding(facts, loader.callee, message, fix)
+    def finding_on_loader(
+        self, facts: ModuleFacts, loader: Loader, message: str, fix: Fix | None, note: str = ""
+    ):
+        return self.finding(facts, loader.callee, message, fix, note)
 
 
 class DataLoaderWithoutWorkers(_LoaderRule):
@@ -104,9 +106,11 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 f"`{loader.callee_text}` feeds training {how}: every batch is loaded in the "
                 "training process while the GPU waits"
             )
-            yield self.finding_on_loader(facts, loader, *self._fix(facts, loader, message))
+            note, fix = self._fix(facts, loader)
+            yield self.finding_on_loader(facts, loader, message, fix, note)
 
-    def _fix(self, facts: ModuleFacts, loader: Loader, message: str) -> tuple[str, Fix | None]:
+    def _fix(self, facts: ModuleFacts, loader: Loader) -> tuple[str, Fix | None]:
+        """The fix, or why there is none."""
         problems = _datasets(facts).unpicklable(loader)
         if problems:
             problem = problems[0]
@@ -118,22 +122,19 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 why = f"{what} is {problem.why[len(what) + 2 :]}"
             else:
                 why = f"{what} is {problem.why}"
-            return (
-                f"{message} (no automatic fix: {why}, which worker processes started by spawn or forkserver "
-                "cannot pickle)"
-            ), None
+            return no_fix(f"{why}, which worker processes started by spawn or forkserver cannot pickle"), None
         if not facts.training.runs_under_main_guard(loader):
-            return (
-                f'{message} (no automatic fix: the script has no `if __name__ == "__main__":` guard, which '
-                "worker processes started by spawn or forkserver need)"
+            return no_fix(
+                'the script has no `if __name__ == "__main__":` guard, which worker processes started by '
+                "spawn or forkserver need"
             ), None
         os_module = build.name_module(facts.source, "os", loader.scope)
         if os_module is None:
-            return message, None
+            return "", None
         name, imports = os_module
         title = "Use one worker per CPU (at most 8)"
         workers = WORKERS.format(os=name)
-        return message, self.set_option(
+        return "", self.set_option(
             facts, loader, "num_workers", workers, title, Applicability.UNSAFE, imports
         )
 

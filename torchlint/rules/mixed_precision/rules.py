@@ -21,7 +21,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.facts import Device
 from torchlint.fix import build
 from torchlint.fix.model import Applicability, Fix
-from torchlint.rules.base import FixAvailability, Rule
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 from torchlint.rules.mixed_precision.deprecations import AMP_WORD, DEPRECATED, DEPRECATED_MODULES, Deprecated
 
 if TYPE_CHECKING:
@@ -100,9 +100,8 @@ class TrainingWithoutAutocast(Rule):
             )
             reason = _precision(facts).unsafe_under_autocast or step.why_not
             fix = None if reason else self._fix(facts, loop, step)
-            if fix is None:
-                message += f" (no automatic fix: {reason or 'the statements cannot be wrapped as written'})"
-            yield self.finding(facts, step.forward, message, fix)
+            note = "" if fix else no_fix(reason or "the statements cannot be wrapped as written")
+            yield self.finding(facts, step.forward, message, fix, note)
 
     def _fix(self, facts: ModuleFacts, loop, step: TrainingStep) -> Fix | None:
         torch = build.name_module(facts.source, "torch", loop.scope)
@@ -176,9 +175,7 @@ class ClipGradWithoutUnscale(Rule):
                 if edit is not None:
                     title = f"Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"
                     fix = Fix(title, Applicability.UNSAFE, (edit,))
-            if found.note:
-                message += f" ({found.note})"
-            yield self.finding(facts, found.clip, message, fix)
+            yield self.finding(facts, found.clip, message, fix, found.note)
 
 
 class Fp16AutocastWithoutGradScaler(Rule):
@@ -205,10 +202,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
             # may run once per step, and some steps have no one place for it (N2)
             plan = _precision(facts).scaler_plan(loop)
             why_not = facts.name_clash("scaler", loop.scope) or (plan.why_not if plan is not None else "")
-            if why_not:
-                message += f" (no automatic fix: {why_not})"
             fix = None if why_not or plan is None else self._fix(facts, loop, plan)
-            yield self.finding(facts, site.node, message, fix)
+            yield self.finding(facts, site.node, message, fix, no_fix(why_not))
 
     def _fix(self, facts: ModuleFacts, loop, plan: ScalerPlan) -> Fix | None:
         """A scaler made once before the (outermost) loop; the backward and the step rewritten where they
@@ -281,12 +276,13 @@ class _DeprecatedAmpRule(Rule):
             if facts.source.is_fallback_for(ref.expr, "torch.amp"):
                 continue  # the old API where the new one is missing (old torch): it must stay
             shown_old = ".".join(old.split(".")[:3] + [old.rsplit(".", 1)[1]])
-            message, fix = self.rewrite(facts, ref, shown_old, new)
-            yield self.finding(facts, ref.expr, message, fix)
+            message, fix, note = self.rewrite(facts, ref, shown_old, new)
+            yield self.finding(facts, ref.expr, message, fix, note)
 
     def rewrite(
         self, facts: ModuleFacts, ref: Reference, old: str, new: Deprecated
-    ) -> tuple[str, Fix | None]:
+    ) -> tuple[str, Fix | None, str]:
+        """The message, the fix and, when there is none, why."""
         target = f"torch.amp.{new.replacement}"
         device = f'"{new.device}"'
         if new.device_keyword:
@@ -298,20 +294,20 @@ class _DeprecatedAmpRule(Rule):
         from_import = ref.bindings[0] if ref.imported_from(DEPRECATED_MODULES) else None
         torch = build.name_module(facts.source, "torch", ref.scope, beside=from_import)
         if torch is None:
-            return message, None
+            return message, None, ""
         torch_name, imports = torch
         callee = f"{torch_name}.amp.{new.replacement}"
         try:
             edit = self._rewrite(facts, ref, callee, new)
         except build.EditError:
-            return message, None  # the rewrite cannot be mapped onto the text as written
+            return message, None, ""  # the rewrite cannot be mapped onto the text as written
         if edit is None:
-            return message + f" ({self._why_no_fix(ref)})", None
+            return message, None, self._why_no_fix(ref)
         drops = ()
         if ref.imported_from(DEPRECATED_MODULES):
             drop = build.drop_import_if_unused(facts.source, ref.bindings[0])
             drops = (drop,) if drop is not None else ()
-        return message, Fix(f"Replace with `{callee}`", Applicability.SAFE, (edit,), imports, drops)
+        return message, Fix(f"Replace with `{callee}`", Applicability.SAFE, (edit,), imports, drops), ""
 
     @staticmethod
     def _rewrite(facts: ModuleFacts, ref: Reference, callee: str, new: Deprecated):
