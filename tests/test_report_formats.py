@@ -519,3 +519,18 @@ def test_a_withheld_fix_is_a_note_apart_from_a_message_that_stays_the_same(proje
         run.invoke(main, ["--no-cache", "--select", "TL101", "--output-format", "json"]).stdout
     )
     assert (found["message"], found["note"]) == (message, note)
+
+
+def test_grouped_marks_only_what_fix_would_apply(project):
+    """`[*]` in `grouped` follows the fix policy, as in `full`: an `unfixable` rule's safe fix is not marked."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    (project / "train.py").write_text("import torch\n\nwith torch.cuda.amp.autocast():\n    pass\n")
+    run = CliRunner()
+    marked = run.invoke(main, ["--no-cache", "--output-format", "grouped", "train.py"]).stdout
+    assert "  3:6 TL303 [*] `torch.cuda.amp.autocast` is deprecated" in marked
+    (project / "pyproject.toml").write_text('[tool.torchlint]\nunfixable = ["TL303"]\n')
+    unmarked = run.invoke(main, ["--no-cache", "--output-format", "grouped", "train.py"]).stdout
+    assert "  3:6 TL303 `torch.cuda.amp.autocast` is deprecated" in unmarked

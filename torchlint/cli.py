@@ -627,7 +627,7 @@ class _Report:
         if self.options.diff:
             return self._diff()
         reporter = REPORTERS[self.format]
-        if self.format == "full":  # `[*]` and the fix's diff: what `--fix` would apply, per file's settings
+        if self.format in ("full", "grouped"):  # `[*]` (and full's diff): what `--fix` would apply, per file
             reporter(
                 self.outcome.diagnostics,
                 self.outcome.sources,
