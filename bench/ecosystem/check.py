@@ -24,7 +24,8 @@ repository.
   verdict `?` for someone to judge, moved rows moved, vanished rows dropped (the commit message says why each
   went). Exit 1 when anything is new, vanished or unjudged.
 - `fixes`: `--fix --unsafe-fixes` on a fresh copy of each repository; every file the fixer changed must
-  still compile (and every file that compiled before). Exit 1 on any that does not.
+  still compile (and every file that compiled before; a notebook's code cells, joined). Exit 1 on any that
+  does not.
 - `runs`: the entry points of runs.toml, made runnable on a CPU with tiny synthetic data by the edits listed
   there (each one documented), run by `torchlint verify --unsafe-fixes --device cpu`: the patched script must
   run the same steps with agreeing losses. Exit 1 on any that does not.
@@ -303,7 +304,8 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         copy = WORK / "fixed" / repo.slug
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(tree, copy, symlinks=True)
-        before = {p: p.read_bytes() for p in copy.rglob("*.py") if p.is_file()}
+        files = [*copy.rglob("*.py"), *copy.rglob("*.ipynb")]
+        before = {p: p.read_bytes() for p in files if p.is_file()}
         done = subprocess.run(
             [
                 str(TORCHLINT),
@@ -323,7 +325,7 @@ def cmd_fixes(args: argparse.Namespace) -> int:
             text=True,
         )
         changed = [p for p, text in before.items() if p.read_bytes() != text]
-        broken = [p for p in changed if _compiles(before[p]) and not _compiles(p.read_bytes())]
+        broken = [p for p in changed if _compiles(p, before[p]) and not _compiles(p, p.read_bytes())]
         status = "ok" if done.returncode == 0 and not broken else "FAILED"
         summary = f"{len(changed)} files fixed, {len(broken)} no longer compile, exit {done.returncode}"
         print(f"{repo.name}: {summary}: {status}")
@@ -335,8 +337,17 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _compiles(source: bytes) -> bool:
+def _compiles(path: Path, source: bytes) -> bool:
+    """Whether the file is Python that compiles: a notebook, valid JSON whose code cells, joined as torchlint
+    reads them (magics masked), compile."""
     try:
+        if path.suffix == ".ipynb":
+            from torchlint.workspace.notebook import Notebook, NotebookError  # the test venv's torchlint
+
+            try:
+                source = Notebook.parse(source.decode("utf-8")).python().encode()
+            except (NotebookError, UnicodeDecodeError):
+                return False
         compile(source, "<fixed>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return False
