@@ -951,6 +951,12 @@ def entry() -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change behaviour or numerics.")
 @click.option("--each", is_flag=True, help="One patched run per fix, plus one with all of them.")
 @click.option(
+    "--keep",
+    is_flag=True,
+    help="Measure each fix, then write those that paid (faster, or less memory for checkpointing, with "
+    "agreeing losses), measured together.",
+)
+@click.option(
     "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per variant (A B A B)."
 )
 @click.option(
@@ -964,6 +970,12 @@ def entry() -> None:
     "json_file",
     type=click.Path(dir_okay=False, readable=False, path_type=Path),
     help="Write the JSON report.",
+)
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, readable=False, path_type=Path),
+    help="Write the report as one self-contained HTML page (charts, findings, diff).",
 )
 @click.option(
     "--trace-dir", type=click.Path(file_okay=False, path_type=Path), help="Chrome traces, one per run."
@@ -988,10 +1000,12 @@ def verify(
     ignore: list[str],
     unsafe_fixes: bool,
     each: bool,
+    keep: bool,
     repeat: int,
     threads: int | None,
     timeout: float,
     json_file: Path | None,
+    html_file: Path | None,
     trace_dir: Path | None,
     torchrun: int | None,
     config_file: Path | None,
@@ -1003,7 +1017,8 @@ def verify(
     time when it saves step memory), 1 a fix made training slower beyond noise, changed the losses or
     broke the script, 2 usage errors and an original run that
     crashed, exited with an error, never stepped an optimizer or timed out; 128 + N when stopped by
-    signal N (SIGINT, SIGTERM, SIGHUP: the run under way is killed, the scratch folder removed).
+    signal N (SIGINT, SIGTERM, SIGHUP: the run under way is killed, the scratch folder removed). With
+    --keep, a kept set that cannot be written (a file changed on disk meanwhile) is an error: exit 2.
     """
     import json
 
@@ -1022,6 +1037,7 @@ def verify(
         ignore=tuple(ignore),
         unsafe_fixes=unsafe_fixes,
         each=each,
+        keep=keep,
         timeout=timeout,
         trace_dir=trace_dir,
         torchrun=torchrun,
@@ -1046,6 +1062,11 @@ def verify(
     if json_file is not None:  # first: the table may go to a pipe that closes early
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    if html_file is not None:
+        from torchlint.verify.html import render_html
+
+        html_file.parent.mkdir(parents=True, exist_ok=True)
+        html_file.write_text(render_html(to_json(report)), encoding="utf-8")
     for message in report.errors:
         click.echo(f"error: {message}", err=True)
     write_table(report, sys.stdout)

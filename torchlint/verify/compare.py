@@ -42,6 +42,15 @@ DATA_SHARE_LIMIT = 0.05
 MEMORY_LIMIT = 0.90
 COMM_LIMIT = 0.10
 UTILISATION_LIMIT = 0.50
+SYNC_SITES_SHOWN = 5  # host-device sync findings per run, the busiest sites first
+SYNC_HOW = {
+    "item()": "`.item()`",
+    "tolist()": "`.tolist()`",
+    "bool()": "a tensor's truth value: `if`, `while`, `and`, `bool()`",
+    "float()": "`float()` of a tensor",
+    "int()": "`int()` of a tensor",
+    "index": "a tensor used as an index or a count",
+}
 
 
 @dataclass
@@ -257,7 +266,7 @@ def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
 
 @dataclass
 class RuntimeFinding:
-    kind: str  # data-wait | memory | communication | utilisation | tensor-cores
+    kind: str  # data-wait | memory | communication | utilisation | tensor-cores | sync
     message: str
     codes: list[str]
     location: dict[str, Any] | None = None
@@ -348,4 +357,44 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
                         "tensor-cores", "no kernel used tensor cores on a GPU that has them", ["TL301"]
                     )
                 )
+    found.extend(sync_findings(raw, static_at))
     return found
+
+
+def sync_findings(raw: dict[str, Any], static_at: Any) -> list[RuntimeFinding]:
+    """A finding per place where the script's own code waits for a tensor's value on the host in every
+    step of the sync window (`loss.item()`, `if tensor:`, `.tolist()`; on CUDA any synchronising operation).
+
+    On a CPU nothing waits, but each such read would be a host-device sync on a GPU: the message says so.
+    A site read less than once a step (a log line every N steps) is not a per-step cost: left out. No
+    static rule fixes these yet (`codes` is empty); the static findings at the line are linked."""
+    syncs = raw.get("syncs") or {}
+    on_cpu = syncs.get("source") == "tensor-reads"
+    found = []
+    for site in syncs.get("sites", []):
+        if site["per_step"] < 1 or len(found) == SYNC_SITES_SHOWN:
+            continue
+        count = f"{site['per_step']:.2f}".rstrip("0").rstrip(".")
+        plural = "" if count == "1" else "s"
+        what = "host read" + plural + " of tensor values" if on_cpu else "host-device sync" + plural
+        how = f" ({SYNC_HOW[site['what']]})" if site.get("what") in SYNC_HOW else ""
+        message = f"{count} {what} per step at {{location}}{how}"
+        if on_cpu:
+            message += ": a host-device sync each on a GPU"
+        location = {"filename": site["filename"], "row": site["row"]}
+        static = static_at(site["filename"], site["row"])
+        found.append(RuntimeFinding("sync", message, [], location, site["per_step"], static))
+    return found
+
+
+def compile_summary(raw: dict[str, Any], static_at: Any) -> dict[str, Any] | None:
+    """What torch.compile did in a run (the bootstrap's `compile`), each graph break with the static
+    findings at its line; None when the run compiled nothing (or its summary failed)."""
+    summary = raw.get("compile")
+    if not summary or "error" in summary:
+        return None
+    breaks = [
+        {**item, "static_findings_there": static_at(item["filename"], item["row"])}
+        for item in summary.get("graph_breaks", [])
+    ]
+    return {**summary, "graph_breaks": breaks}

@@ -65,6 +65,7 @@ class Variant:
     kind: str  # "original" | "each" | "all"
     fixes: list[AppliedFix] = field(default_factory=list)
     patched: dict[str, str] = field(default_factory=dict)  # absolute path -> text
+    originals: dict[str, str] = field(default_factory=dict)  # absolute path -> the text before (diffs)
 
     @property
     def unsafe(self) -> bool:
@@ -227,8 +228,13 @@ def plan(
     unsafe_fixes: bool = False,
     each: bool = False,
     config_file: Path | None = None,
+    *,
+    every_single: bool = False,
 ) -> Plan:
-    """The variants to run for `script`: the original, then (with `each`) one per fix, then all fixes."""
+    """The variants to run for `script`: the original, then (with `each`) one per fix, then all fixes.
+
+    A single fix alone is left out when it is the only one (`all` measures it), unless `every_single`
+    (`verify --keep` decides on the fixes measured alone)."""
     linter = Linter()
     codes = list(linter.rule_classes)
     options_by_rule = {code: rule.options for code, rule in linter.rule_classes.items()}
@@ -267,6 +273,7 @@ def plan(
         if not allowed or fixed.text == text:
             continue
         everything.patched[path] = fixed.text
+        everything.originals[path] = text
         everything.fixes.extend(_applied_by_passes(linter, target, text, allowed, unsafe, path))
         if not each:
             continue
@@ -279,10 +286,10 @@ def plan(
                     "does not apply cleanly; it is measured only with the others"
                 )
                 continue
-            singles.append(Variant("", "each", [_applied(diagnostic, path)], {path: alone}))
+            singles.append(Variant("", "each", [_applied(diagnostic, path)], {path: alone}, {path: text}))
     for single in singles:
         single.name = single.fixes[0].label(Path.cwd())
-    if len(singles) > 1 or (singles and not everything.patched):
+    if len(singles) > 1 or (singles and (every_single or not everything.patched)):
         result.variants.extend(singles)
     if everything.patched:
         result.variants.append(everything)

@@ -3,6 +3,7 @@ progress line while runs are going."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import platform
 import re
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from torchlint.verify import compare
+from torchlint.verify import compare, keep
 from torchlint.verify.runner import RunResult
 from torchlint.verify.verifier import ArmResult, VerifyReport
 
@@ -101,6 +102,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
     options = report.options
     cwd = Path.cwd()
     original = report.arms[0]
+    originals = {path: text for arm in report.arms for path, text in arm.variant.originals.items()}
     variants = []
     for arm in report.arms:
         stats = _arm_stats(arm)
@@ -118,6 +120,8 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "losses": None,
             "runtime_findings": [_finding_json(f) for f in arm.findings],
             "top_ops": _top_ops(arm),
+            "compile": _compile_json(arm.compile),
+            "diff": _diff(arm, originals),
         }
         if arm.speed is not None:
             entry["speed"] = {
@@ -152,6 +156,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             }
         variants.append(entry)
     torch_version = next((r.raw.get("torch") for r in report.runs if r.raw), None)
+    measured = {run.index: arm.variant.name for arm in report.arms for run in arm.runs}
     return {
         "schema": SCHEMA,
         "script": _shown(str(options.script)),
@@ -168,6 +173,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "select": list(options.select),
             "unsafe_fixes": options.unsafe_fixes,
             "each": options.each,
+            "keep": options.keep,
             "torchrun": options.torchrun,
             "profile_steps": options.profile_steps,
         },
@@ -181,7 +187,8 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
         },
         "device": report.device,
         "variants": variants,
-        "runs": [_run_json(run) for run in report.runs],
+        "runs": [_run_json(run, measured.get(run.index)) for run in report.runs],
+        **keep.to_json(report.keep),
         "errors": report.errors,
         "warnings": report.warnings,
         "notes": report.notes,
@@ -198,11 +205,12 @@ def _top_ops(arm: ArmResult) -> list[dict[str, Any]]:
     return []
 
 
-def _run_json(run: RunResult) -> dict[str, Any]:
+def _run_json(run: RunResult, variant: str | None) -> dict[str, Any]:
     raw = run.raw or {}
     return {
         "index": run.index,
         "label": run.label,
+        "variant": variant,
         "status": run.status,
         "returncode": run.returncode,
         "wall_s": run.wall,
@@ -214,7 +222,25 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "trace": _shown(str(run.trace)) if run.trace else None,
         "traceback": raw.get("traceback"),
         "log": str(run.log),
+        "step_ms": [1000 * step["time"] for step in raw.get("steps", [])],
+        "step_memory_bytes": [step.get("memory") for step in raw.get("steps", [])],
     }
+
+
+def _diff(arm: ArmResult, originals: dict[str, str]) -> str | None:
+    """The variant's patched files against their text before the fixes, one unified diff (the HTML report
+    shows it). The text before comes from the plan, not from the disk: `--keep` may have written it since."""
+    chunks = []
+    for path, patched in sorted(arm.variant.patched.items()):
+        before = originals.get(path)
+        if before is None:
+            continue  # not in the plan (never the case for a planned variant): no text to compare with
+        shown = _shown(path) or path
+        lines = difflib.unified_diff(
+            before.splitlines(keepends=True), patched.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"
+        )
+        chunks.append("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+    return "".join(chunks) or None
 
 
 # -- the table ---------------------------------------------------------------------------------------------
@@ -288,7 +314,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         interval = speed.get("interval95") or speed.get("repeats_range")
         rows.append(
             [
-                variant["name"] if variant["kind"] != "all" else f"all fixes ({len(variant['fixes'])})",
+                _variant_label(variant),
                 _ms(stats.get("mean_step_ms")),
                 f"{stats['median_step_ms']:.1f} ({iqr[0]:.1f}-{iqr[1]:.1f})" if iqr else "-",
                 f"{stats['samples_per_second']:.0f}" if stats.get("samples_per_second") else "-",
@@ -306,7 +332,8 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
                 variant["verdict"],
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    _add_compile_column(rows, data["variants"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         out.write(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
@@ -323,12 +350,14 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
             f"first step of the original after {first['first_step_s']:.2f} s (start-up and compile, apart)\n"
         )
     for variant in data["variants"]:  # the per-fix variants' findings are in the JSON
-        if variant["runtime_findings"] and variant["kind"] in ("original", "all"):
+        if variant["runtime_findings"] and variant["kind"] in ("original", "all", "kept"):
             out.write(f"\nruntime findings ({variant['name']}):\n")
             for finding in variant["runtime_findings"]:
                 static = finding["static_findings_there"]
                 there = f" (static findings there: {', '.join(static)})" if static else ""
-                out.write(f"  {finding['message']} -> {', '.join(finding['codes'])}{there}\n")
+                fixed_by = f" -> {', '.join(finding['codes'])}" if finding["codes"] else ""
+                out.write(f"  {finding['message']}{fixed_by}{there}\n")
+    _write_compile(data, out)
     fixes = [v for v in data["variants"] if v["kind"] == "all"]
     if fixes:
         out.write("\nfixes applied in 'all fixes':\n")
@@ -356,6 +385,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
             )
             + "\n"
         )
+    out.write(keep.summary(report.keep))
     verdict = {
         "verified": "verified: no fix made training worse or changed its losses",
         "worse": "worse: a fix made training slower, changed the losses or broke the script (see above)",
@@ -366,11 +396,97 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
     out.write(f"\n{verdict}\n")
 
 
+def _compile_json(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What compile did, its paths shown as the rest of the report shows them."""
+    if summary is None:
+        return None
+
+    def shown(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**item, "filename": _shown(item.get("filename"))} for item in items]
+
+    return {
+        "graphs": summary.get("graphs", 0),
+        "frames": shown(summary.get("frames", [])),
+        "graph_breaks": shown(summary.get("graph_breaks", [])),
+        "recompiles": shown(summary.get("recompiles", [])),
+        "failures": shown(summary.get("failures", [])),
+        "compile_s": summary.get("compile_s"),
+        "compile_s_after_warmup": summary.get("compile_s_after_warmup"),
+    }
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def compile_cell(summary: dict[str, Any] | None) -> str:
+    """`3 graphs, 2 breaks` (and the recompiles after the warm-up, which the timed steps paid for)."""
+    if summary is None:
+        return "-"
+    cell = f"{_plural(summary['graphs'], 'graph')}, {_plural(len(summary['graph_breaks']), 'break')}"
+    late = sum(1 for item in summary["recompiles"] if item["after_warmup"])
+    return cell + (f", {_plural(late, 'recompile')}" if late else "")
+
+
+def _add_compile_column(rows: list[list[str]], variants: list[dict[str, Any]]) -> None:
+    """A `compile` column before `losses`, when a variant compiled (a table without one stays as it was)."""
+    if not any(variant["compile"] for variant in variants):
+        return
+    at = rows[0].index("losses")
+    rows[0].insert(at, "compile")
+    for row, variant in zip(rows[1:], variants, strict=True):
+        row.insert(at, compile_cell(variant["compile"]))
+
+
+def _write_compile(data: dict[str, Any], out: TextIO) -> None:
+    """What compile did: the original's and all fixes' (a per-fix variant's too when the original did not
+    compile: that fix is what compiles), each graph break at its line with Dynamo's reason and first hint,
+    the recompiles after the warm-up with the guard that failed, and the seconds spent compiling."""
+    original_compiled = bool(data["variants"][0]["compile"])
+    for variant in data["variants"]:
+        summary = variant["compile"]
+        if summary is None or (variant["kind"] == "each" and original_compiled):
+            continue
+        functions = _plural(len(summary["frames"]), "compiled function")
+        seconds = summary["compile_s"] or 0.0
+        late_seconds = summary["compile_s_after_warmup"] or 0.0
+        after = f", {late_seconds:.2f} s of it after the warm-up" if late_seconds >= 0.005 else ""
+        out.write(
+            f"\nwhat compile did ({variant['name']}): {_plural(summary['graphs'], 'graph')} in {functions}, "
+            f"{_plural(len(summary['graph_breaks']), 'graph break')}, {seconds:.2f} s compiling{after}\n"
+        )
+        for item in summary["graph_breaks"]:
+            static = item.get("static_findings_there") or []
+            there = f" (static findings there: {', '.join(static)})" if static else ""
+            out.write(f"  graph break at {item['filename']}:{item['row']}: {item['reason']}{there}\n")
+            if item.get("hint"):  # the JSON has it whole
+                hint = item["hint"] if len(item["hint"]) <= 100 else item["hint"][:99] + "…"
+                out.write(f"    hint: {hint}\n")
+        early = [item for item in summary["recompiles"] if not item["after_warmup"]]
+        late = [item for item in summary["recompiles"] if item["after_warmup"]]
+        if early:
+            out.write(f"  {_plural(len(early), 'recompile')} during the warm-up\n")
+        for item in late[:5]:
+            where = f"{item['function']} ({item['filename']}:{item['row']})"
+            out.write(f"  recompiled {where} in step {item['step'] + 1}: guard failed: {item['reason']}\n")
+        if len(late) > 5:
+            out.write(f"  ... {len(late) - 5} more recompiles after the warm-up (in the JSON)\n")
+        for item in summary["failures"]:
+            out.write(f"  not compiled: {item['function']} ({item['filename']}): {item['reason']}\n")
+
+
+def _variant_label(variant: dict[str, Any]) -> str:
+    sets = {"all": "all fixes", "kept": "kept fixes", "together": "all that paid"}  # --keep: kept, together
+    if variant["kind"] in sets:
+        return f"{sets[variant['kind']]} ({len(variant['fixes'])})"
+    return variant["name"]
+
+
 def _write_top_ops(data: dict[str, Any], out: TextIO) -> None:
     """On CUDA the runs rank operators by their time on the GPU, which comes first; a CPU run has only the
     CPU's. Kernel names are shortened (the JSON keeps them whole): a templated CUDA kernel's full
     signature runs to hundreds of characters."""
-    shown = [v for v in data["variants"] if v["top_ops"] and v["kind"] in ("original", "all")]
+    shown = [v for v in data["variants"] if v["top_ops"] and v["kind"] in ("original", "all", "kept")]
     on_gpu = data.get("device") == "cuda"
     for variant in shown:
         ranked = "GPU self time" if on_gpu else "self time"

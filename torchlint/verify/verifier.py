@@ -8,6 +8,13 @@ before the crash are compared (the exit status is still 2). Exit codes: 0 verifi
 nothing to fix), 1 a fix made training slower beyond noise, changed the losses, or broke the script, 2
 usage errors and a failing original run.
 
+With `--keep` (torchlint.verify.keep) the runs go original and each fix alone, without `all`; then the fixes
+that paid run together as the variant `kept` (after the others, compared with the same original runs;
+when several do not clearly beat the best of them alone, that set is `all that paid` and the best one runs
+again alone as `kept`), and that set is written into the project's files when it paid too. The exit codes
+stay the same; a kept set that cannot be written (a file changed on disk meanwhile, or is read-only) is an
+error: exit 2, nothing written.
+
 Told to stop by a signal while the runs go (SIGINT, SIGTERM, SIGHUP: `stopping`), it ends the run under
 way (its whole process group), removes its scratch folder (unless --keep-logs) and raises `Stopped`.
 """
@@ -23,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchlint.verify import compare, patches
+from torchlint.verify import compare, keep, patches
 from torchlint.verify.runner import RunConfig, RunResult, run_once
 from torchlint.verify.stopping import StopFlag, Stopped, stop_on_signals
 from torchlint.workspace.fs import FileSystem
@@ -49,6 +56,7 @@ class VerifyOptions:
     profile_steps: int = 3
     config_file: Path | None = None
     keep_logs: bool = False
+    keep: bool = False  # measure each fix, then write the ones that paid (torchlint.verify.keep)
 
 
 # What torch says when a script that expects torchrun's environment is started on its own.
@@ -75,6 +83,7 @@ class ArmResult:
     verdict: str = ""
     failure: str | None = None
     findings: list[compare.RuntimeFinding] = field(default_factory=list)
+    compile: dict[str, Any] | None = None  # what torch.compile did in its first run (None: nothing compiled)
 
 
 @dataclass
@@ -91,6 +100,7 @@ class VerifyReport:
     load_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     workdir: Path | None = None
+    keep: keep.Outcome | None = None  # with --keep: what was kept, dropped and written
 
     @property
     def busy(self) -> bool:
@@ -158,7 +168,13 @@ def verify(
         )
     try:
         planned = patches.plan(
-            script, options.select, options.ignore, options.unsafe_fixes, options.each, options.config_file
+            script,
+            options.select,
+            options.ignore,
+            options.unsafe_fixes,
+            options.each or options.keep,
+            options.config_file,
+            every_single=options.keep,
         )
     except patches.PatchError as error:
         raise UsageError(str(error)) from error
@@ -179,6 +195,10 @@ def verify(
     )
     arms = [ArmResult(variant) for variant in planned.variants]
     report = VerifyReport(options, threads, cpus, arms, [], planned.findings, list(planned.warnings))
+    if options.keep:
+        variants, unmeasured = keep.alone_only(planned.variants)
+        report.arms = arms = [ArmResult(variant) for variant in variants]
+        report.keep = keep.Outcome(unmeasured)
     if len(arms) == 1:
         report.notes.append("nothing to fix with the selected rules: only the original was measured")
     if options.trace_dir is not None:
@@ -188,6 +208,9 @@ def verify(
         report.workdir = workdir
         try:
             _run_all(options, config, report, on_start, on_end, stop)
+            _decide(report)
+            if report.keep is not None:
+                _measure_kept(options, config, report, on_start, on_end, stop)
         except Stopped as stopped:
             _drop_workdir(stopped, workdir, options.keep_logs)
             raise
@@ -202,10 +225,11 @@ def verify(
             "include waiting for a CPU; rerun on a quiet machine, or with --repeat"
             + (" (a slowdown seen in one run each is reported as inconclusive)" if report.busy else "")
         )
-    _decide(report)
     if not options.keep_logs and not report.errors:
         shutil.rmtree(workdir, ignore_errors=True)
         report.workdir = None
+    if report.keep is not None:  # last: a signal before it ended the runs with nothing written
+        _write_kept(report, report.keep)
     return report
 
 
@@ -224,18 +248,21 @@ def _run_all(
     on_start: ProgressFactory | None,
     on_end: Callable[[RunResult], None] | None,
     stop: StopFlag,
+    first: int = 0,
 ) -> None:
-    """Every run, interleaved (A B A B), into `report`; `Stopped` when a signal comes."""
+    """Every run of the arms from `first` on (`--keep` adds the kept set once the others are decided),
+    interleaved (A B A B), into `report`; `Stopped` when a signal comes."""
     arms = report.arms
     workdir = report.workdir
     assert workdir is not None
-    report.load_before = os.getloadavg()
-    count = len(arms) * options.repeat
-    index = 0
+    if not first:
+        report.load_before = os.getloadavg()
+    index = len(report.runs)
+    count = index + (len(arms) - first) * options.repeat
     try:
         for repeat in range(options.repeat):
             for number, arm in enumerate(arms):
-                if arm.failure or (number and arms[0].failure and not arms[0].stats):
+                if number < first or arm.failure or (number and arms[0].failure and not arms[0].stats):
                     continue
                 label = arm.variant.name if options.repeat == 1 else f"{arm.variant.name} #{repeat + 1}"
                 trace = None
@@ -311,7 +338,9 @@ def _failure(result: RunResult, options: VerifyOptions) -> str | None:
     return None
 
 
-def _decide(report: VerifyReport) -> None:
+def _decide(report: VerifyReport, first: int = 0) -> None:
+    """The verdicts of the arms from `first` on, each against the original (`--keep` decides its kept set
+    after the others)."""
     original = report.arms[0]
     static: dict[tuple[str, int], list[str]] = {}
     for diagnostic, path in report.findings:
@@ -320,9 +349,11 @@ def _decide(report: VerifyReport) -> None:
     def static_at(filename: str, line: int) -> list[str]:
         return sorted(set(static.get((os.path.realpath(filename), line), [])))
 
-    for arm in report.arms:
+    for arm in report.arms[first:]:
         if arm.runs and arm.stats and arm.runs[0].raw is not None:
             arm.findings = compare.runtime_findings(arm.runs[0].raw, arm.stats[0], static_at)
+        if arm.runs and arm.runs[0].raw is not None:
+            arm.compile = compare.compile_summary(arm.runs[0].raw, static_at)
     if not original.stats:
         original.verdict = "failed" if original.failure else "not run"
         for arm in report.arms[1:]:
@@ -330,7 +361,7 @@ def _decide(report: VerifyReport) -> None:
         return
     crashed = original.failure is not None  # midway: the steps before the crash are compared
     original.verdict = "baseline (crashed)" if crashed else "baseline"
-    for arm in report.arms[1:]:
+    for arm in report.arms[max(first, 1) :]:
         if arm.failure and not (crashed and arm.stats):
             arm.verdict = "broke the script"
             continue
@@ -358,3 +389,73 @@ def _decide(report: VerifyReport) -> None:
             arm.verdict = "inconclusive"
         else:
             arm.verdict = arm.speed.verdict
+
+
+def _measure_kept(
+    options: VerifyOptions,
+    config: RunConfig,
+    report: VerifyReport,
+    on_start: ProgressFactory | None,
+    on_end: Callable[[RunResult], None] | None,
+    stop: StopFlag,
+) -> None:
+    """`--keep`: choose the fixes that paid alone, combine them, and run and decide that set (`kept`)."""
+    outcome = report.keep
+    assert outcome is not None
+    project = keep.project_folder(options.script)
+    outcome.choices = keep.choose(report.arms, outcome.unmeasured, project, report.device)
+    if report.arms[0].failure:
+        outcome.message = "the original run failed: no fix kept, no file written"
+        outcome.choices = [keep.Choice(choice.fix, False, "not measured") for choice in outcome.choices]
+        return
+    if not outcome.kept:
+        outcome.message = "nothing paid: no fix kept, no file written"
+        return
+    together = _run_kept(options, config, report, outcome.kept, on_start, on_end, stop)
+    best = keep.fall_back(outcome, together, report.arms) if together is not None else None
+    if together is not None and best is not None:
+        together.variant.name, together.variant.kind = "all that paid", "together"
+        _run_kept(options, config, report, [best], on_start, on_end, stop)
+
+
+def _run_kept(
+    options: VerifyOptions,
+    config: RunConfig,
+    report: VerifyReport,
+    fixes: list[patches.AppliedFix],
+    on_start: ProgressFactory | None,
+    on_end: Callable[[RunResult], None] | None,
+    stop: StopFlag,
+) -> ArmResult | None:
+    """Combine `fixes` in the files, run them as the variant `kept` and decide it; None, with the reason in
+    the outcome, when there is nothing to run."""
+    outcome = report.keep
+    assert outcome is not None
+    outcome.variant = None
+    try:
+        combined = keep.combine(
+            fixes, report.arms, options.select, options.ignore, options.unsafe_fixes, options.config_file
+        )
+    except keep.KeepError as error:
+        report.errors.append(f"--keep: {error}; nothing written")
+        outcome.message = "nothing written (see the error above)"
+        return None
+    for fix in combined.left_out:
+        outcome.drop(fix, "its edits overlap another kept fix's and it was not found again after them")
+    if not combined.variant.fixes:
+        outcome.message = "nothing paid: no fix kept, no file written"
+        return None
+    outcome.variant, outcome.sources = combined.variant, combined.sources
+    arm = ArmResult(combined.variant)
+    report.arms.append(arm)
+    _run_all(options, config, report, on_start, on_end, stop, first=len(report.arms) - 1)
+    _decide(report, first=len(report.arms) - 1)
+    return arm
+
+
+def _write_kept(report: VerifyReport, outcome: keep.Outcome) -> None:
+    """Write the kept set when it paid together too (its arm is the last); a refused write is an error."""
+    if outcome.variant is not None:
+        error = keep.finish(outcome, report.arms[-1])
+        if error:
+            report.errors.append(error)

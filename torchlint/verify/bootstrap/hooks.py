@@ -21,6 +21,10 @@
   timing statistics when at least three others remain (the profiler's overhead is not the script's).
 - Stop: after W + N steps the hook raises `StopVerify`, a BaseException, so a script's `except Exception`
   cannot swallow it; a script that swallows it anyway gets it again at its next step.
+- Compile: the first `torch.compile` call installs `dynamo.CompileWatch` (graphs, graph breaks,
+  recompiles, compile seconds, from Dynamo's own records).
+- Syncs: the last warm-up steps before the profiled ones (`syncs.WINDOW_STEPS`, never the first step)
+  count the host-device syncs the script makes, by line (`syncs.SyncWindow`), in a window of their own.
 
 Everything is disarmed in child processes: forked ones by the pid check and an at-fork handler, spawned
 ones never arm (only the entry does).
@@ -28,6 +32,7 @@ ones never arm (only the entry does).
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import sys
@@ -37,6 +42,8 @@ from typing import Any
 import torch
 import torch.optim.optimizer as optimizer_module
 from torch.utils.data import dataloader as dataloader_module
+
+from torchlint.verify.bootstrap import dynamo, syncs
 
 BOOTSTRAP_DIR = os.path.dirname(os.path.abspath(__file__))
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -95,14 +102,24 @@ class Recorder:
             torch.set_num_threads(int(self.threads_asked))
         self.threads_at_start = torch.get_num_threads()
         self.threads_at_first_step: int | None = None
+        self.classify = syncs.make_classifier(TORCH_DIR, BOOTSTRAP_DIR)
+        self.compile_watch = dynamo.CompileWatch(lambda path: self.classify(path) != "user", self._steps_done)
+        self.sync_window: syncs.SyncWindow | None = None
+        self.syncs: dict[str, Any] | None = None
 
     # -- state -------------------------------------------------------------------------------------------
 
     def active(self) -> bool:
         return self.armed and os.getpid() == self.pid
 
+    def _steps_done(self) -> int:
+        return len(self.steps)
+
     def disarm(self) -> None:
         self.armed = False
+        window, self.sync_window = self.sync_window, None
+        if window is not None:  # a worker forked while the syncs are counted gets torch's methods back
+            window.stop(0)
         if self.progress_fd is not None:
             try:
                 os.close(self.progress_fd)
@@ -150,6 +167,8 @@ class Recorder:
                 "epoch_marker": self.epoch_marker,
                 "skipped": skipped,
                 "profiled": self.profiler is not None,
+                # Held at the step's end, for the HTML report's chart: ~15 us, which the next step pays.
+                "memory": torch.cuda.memory_allocated() if self.uses_cuda else _current_rss(),
             }
         )
         self.last = now
@@ -158,7 +177,12 @@ class Recorder:
         self._progress()
         done = index + 1
         start = max(self.warmup, 1)  # the profiled steps are the first ones after the warm-up
+        window = min(syncs.WINDOW_STEPS, start - 1)  # the last warm-up steps, the first one left out
+        if self.profile_steps and self.rank == 0 and window and done == start - window:
+            self.sync_window = syncs.SyncWindow(self.uses_cuda, self.classify, done)
+            self.last = time.perf_counter()
         if self.profile_steps and done == start and self.rank == 0:
+            self._stop_sync_window()
             self._start_profiler()
             self.last = time.perf_counter()
         elif self.profiler is not None and done == start + self.profile_steps:
@@ -166,6 +190,7 @@ class Recorder:
             # Reading the profile back takes seconds on a busy trace: the next step must not pay for it.
             self.last = time.perf_counter()
         if done >= self.total:
+            self._stop_sync_window()
             self._stop_profiler()
             self.stopped = True
             raise StopVerify
@@ -246,9 +271,15 @@ class Recorder:
         except Exception as error:  # noqa: BLE001
             self.profile = {"error": repr(error)}
 
+    def _stop_sync_window(self) -> None:
+        window, self.sync_window = self.sync_window, None
+        if window is not None:
+            self.syncs = window.stop(len(self.steps))
+
     # -- the end ----------------------------------------------------------------------------------------
 
     def result(self) -> dict[str, Any]:
+        self._stop_sync_window()
         self._stop_profiler()
         steps = []
         for step in self.steps:
@@ -293,8 +324,17 @@ class Recorder:
             },
             "torch": torch.__version__,
             "profile": self.profile,
+            "compile": self._compile_summary(),
+            "syncs": self.syncs,
             "rank": self.rank,
         }
+
+    def _compile_summary(self) -> dict[str, Any] | None:
+        try:
+            ends = [self.started + step["end"] for step in self.steps]
+            return self.compile_watch.summary(ends, self.warmup)
+        except Exception as error:  # noqa: BLE001 - what compile did must not cost the run's result
+            return {"error": repr(error)}
 
 
 def summarise_profile(profiler: Any, wall: float, cuda: bool) -> dict[str, Any]:
@@ -431,6 +471,7 @@ def install(recorder: Recorder) -> None:
     """Install the hooks in this process (the entry's, or a measured spawn target's)."""
     optimizer_module.register_optimizer_step_post_hook(recorder.on_optimizer_step)
     os.register_at_fork(after_in_child=recorder.disarm)
+    _watch_compile(recorder)
 
     base_iter = dataloader_module._BaseDataLoaderIter
     original_next = base_iter.__next__
@@ -525,3 +566,22 @@ def install(recorder: Recorder) -> None:
 
         scaler_class.step = recorded_step
         scaler_class.scale = recorded_scale
+
+
+def _watch_compile(recorder: Recorder) -> None:
+    """The first `torch.compile` (`Module.compile` calls it too) installs the compile watch: Dynamo is
+    imported by then, and a run that never compiles never pays for importing it."""
+    original_compile = torch.compile
+
+    @functools.wraps(original_compile)
+    def watched_compile(*args: Any, **kwargs: Any) -> Any:
+        if recorder.active():
+            try:
+                recorder.compile_watch.install()
+                if recorder.sync_window is not None:  # Dynamo is imported now: stand aside while it compiles
+                    recorder.sync_window.follow_dynamo()
+            except Exception:  # noqa: BLE001 - never fail the user's compile
+                pass
+        return original_compile(*args, **kwargs)
+
+    torch.compile = watched_compile
