@@ -6,7 +6,7 @@ Every test names the class, not the repository it was seen in; the snapshot's re
 
 from __future__ import annotations
 
-from support import codes_and_lines, fix, lint
+from support import codes_and_lines, fix, lint, said
 
 CUDA_HEAD = """\
 import torch
@@ -219,7 +219,7 @@ def main(fabric, model):
 fabric = L.Fabric(accelerator="cuda")
 fabric.launch(main, torch.nn.Linear(2, 2))
 """
-    assert all("fabric" not in d.message.split(" is trained")[0] for d in lint(source, select=("TL101",)))
+    assert all("fabric" not in said(d).split(" is trained")[0] for d in lint(source, select=("TL101",)))
 
 
 def test_a_function_named_for_optimizer_state_does_not_build_an_optimizer():
@@ -235,7 +235,7 @@ for x in loader:
     optim.step()
 state = get_optimizer_state_dict(model, optim)
 """
-    trained = [d.message.split("`")[1] for d in lint(source, select=("TL101",))]
+    trained = [said(d).split("`")[1] for d in lint(source, select=("TL101",))]
     assert trained == ["model"]
 
 
@@ -290,7 +290,7 @@ if True:
 {LOOP}"""
     [finding] = lint(source, select=("TL101",))
     assert finding.fix is None
-    assert "wrapped in `nn.DataParallel`" in finding.message
+    assert "wrapped in `nn.DataParallel`" in said(finding)
 
 
 def test_a_model_differentiated_twice_for_a_gradient_penalty_is_not_compiled():
@@ -463,14 +463,14 @@ for x in loader:
     optimizer.step()
 """
     [finding] = lint(source, select=("TL101",))
-    assert finding.message.startswith("`model` is trained")
+    assert said(finding).startswith("`model` is trained")
     without_ddp = source.replace(
         "raw_model = model.module if ddp else model\n", "model_without_ddp = model\n"
     )
     without_ddp = without_ddp.replace(
         "raw_model.configure_optimizers", "model_without_ddp.configure_optimizers"
     )
-    assert [d.message.split("`")[1] for d in lint(without_ddp, select=("TL101",))] == ["model"]
+    assert [said(d).split("`")[1] for d in lint(without_ddp, select=("TL101",))] == ["model"]
 
 
 def test_an_optimizer_class_named_after_the_one_it_extends_is_an_optimizer():
@@ -526,7 +526,7 @@ if True:
 {LOOP}"""
     [finding] = lint(source, select=("TL101",))
     assert finding.fix is None
-    assert "FSDP without `use_orig_params=True`" in finding.message
+    assert "FSDP without `use_orig_params=True`" in said(finding)
     kept = source.replace("auto_wrap_policy=policy)", "auto_wrap_policy=policy, use_orig_params=True)")
     [finding] = lint(kept, select=("TL101",))
     assert finding.fix is not None

@@ -8,7 +8,7 @@ runs the compiled call, one that calls `self.forward(x)` or the submodules direc
 
 from __future__ import annotations
 
-from support import codes_and_lines, facts_of, fix, lint, settings
+from support import codes_and_lines, facts_of, fix, lint, said, settings
 
 from torchlint.linter import Linter
 from torchlint.rules.compile.describe import describe
@@ -64,10 +64,8 @@ def test_a_model_trained_through_a_method_that_bypasses_its_call_gets_no_in_plac
         [finding] = lint(handed, select=("TL101",))
         assert finding.location.line == 21
         assert finding.fix is None
-        assert (
-            "it is trained through `model.loss(...)`, which never calls the module itself" in finding.message
-        )
-        assert "`model.loss = torch.compile(model.loss)`" in finding.message
+        assert "it is trained through `model.loss(...)`, which never calls the module itself" in said(finding)
+        assert "`model.loss = torch.compile(model.loss)`" in said(finding)
 
 
 def test_a_model_also_called_directly_keeps_the_in_place_fix():
@@ -130,8 +128,8 @@ def test_an_agent_without_a_forward_gets_no_in_place_fix():
     [finding] = lint(source, select=("TL101",))
     assert finding.location.line == 22
     assert finding.fix is None
-    assert "its class `Agent` defines no `forward`, so `.compile()`" in finding.message
-    assert "`agent.get_action_and_value = torch.compile(agent.get_action_and_value)`" in finding.message
+    assert "its class `Agent` defines no `forward`, so `.compile()`" in said(finding)
+    assert "`agent.get_action_and_value = torch.compile(agent.get_action_and_value)`" in said(finding)
 
 
 WITH_FORWARD = "    def forward(self, x):\n        return self.actor(x)\n\n    def get_value(self, x):\n"
@@ -149,7 +147,7 @@ def test_a_model_handed_to_a_function_that_runs_only_its_methods_gets_no_in_plac
     source = AGENT.format(extra="", train=train).replace("    def get_value(self, x):\n", WITH_FORWARD)
     [finding] = lint(source, select=("TL101",))
     assert finding.fix is None
-    assert "it is trained through `agent.get_action_and_value(...)`, which never calls" in finding.message
+    assert "it is trained through `agent.get_action_and_value(...)`, which never calls" in said(finding)
     called = source.replace("agent.get_action_and_value(b_obs, b_actions)", "agent(b_obs), 0, 0, 0")
     assert "agent = Agent().to(device)\nagent.compile()\n" in fix(called, select=("TL101",))
     unknown = AGENT.format(extra="", train="train(agent, optimizer)").replace(
@@ -166,7 +164,7 @@ def test_a_method_reached_through_the_ddp_wrapper_is_a_method_of_the_model():
     source = "from torch.nn.parallel import DistributedDataParallel as DDP\n" + source
     [finding] = lint(source, select=("TL101",))
     assert finding.fix is None
-    assert "it is trained through `model.loss(...)`" in finding.message
+    assert "it is trained through `model.loss(...)`" in said(finding)
     calls_itself = source.replace("self.body(x), y)", "self(x), y)")
     assert "model = Net().cuda()\nmodel.compile()\n" in fix(calls_itself, select=("TL101",))
 
@@ -276,7 +274,7 @@ def test_a_fabric_handed_an_optimizer_built_in_its_call_is_not_a_model():
     is a Lightning `Fabric`."""
     for optimizer in ("torch.optim.AdamW(model.parameters(), lr=1e-3)", "make(model.parameters())"):
         source = FABRIC.format(optimizer=optimizer)
-        trained = [d.message.split("`")[1] for d in lint(source, select=("TL101",))]
+        trained = [said(d).split("`")[1] for d in lint(source, select=("TL101",))]
         assert trained == (["model"] if "AdamW" in optimizer else []), optimizer
         assert "fabric.compile()" not in fix(source, select=("TL101",))
 

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import FIXTURES, codes_and_lines, fix, lint, settings
+from support import FIXTURES, codes_and_lines, fix, lint, said, settings
 
 from torchlint.api import RunOptions, run
 from torchlint.linter import Linter
@@ -30,7 +30,7 @@ def check_project(tmp_path, files: dict[str, str], checked: str) -> list[tuple[s
         (tmp_path / name).write_text(textwrap.dedent(text))
     path = tmp_path / checked
     found = Linter().check_text(str(path), path.read_text(), settings(select=COMPILE))
-    return [(d.code, d.location.line, d.message) for d in found]
+    return [(d.code, d.location.line, said(d)) for d in found]
 
 
 # -- TL101: which model is trained ------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_main_with_argparse_gets_the_in_place_compile_after_placement():
     """
     found = lint(source, select=COMPILE)
     assert [(d.code, d.location.line, d.location.column) for d in found] == [("TL101", 10, 13)]
-    assert found[0].message == (
+    assert said(found[0]) == (
         "`model` is trained (by `torch.optim.SGD(...)`) but never compiled: `torch.compile` usually makes "
         "each training step faster on the GPU"
     )
@@ -98,9 +98,7 @@ def test_ddp_on_one_line_is_found_without_a_fix():
     """
     [finding] = lint(source, select=COMPILE)
     assert finding.fix is None
-    assert (
-        "built and wrapped in one statement; compile the inner module before wrapping it" in finding.message
-    )
+    assert "built and wrapped in one statement; compile the inner module before wrapping it" in said(finding)
 
 
 def test_a_trainer_class_holding_self_model():
@@ -212,10 +210,10 @@ def test_no_fix_for_an_ema_copy_or_an_old_torch():
         optimizer.step()
     """
     [finding] = lint(ema, select=COMPILE)
-    assert finding.fix is None and "`ModelEmaV3(model, decay=0.999)`" in finding.message
+    assert finding.fix is None and "`ModelEmaV3(model, decay=0.999)`" in said(finding)
     plain = textwrap.dedent(ema).replace("model_ema = ModelEmaV3(model, decay=0.999)\n", "")
     [old] = lint(plain, select=COMPILE, torch_version=(2, 1))
-    assert old.fix is None and "`Module.compile()` needs torch 2.2" in old.message
+    assert old.fix is None and "`Module.compile()` needs torch 2.2" in said(old)
 
 
 def test_silent_where_the_model_is_not_trained_here():

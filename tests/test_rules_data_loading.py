@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from support import codes_and_lines, fix, lint, project_facts
+from support import codes_and_lines, fix, lint, project_facts, said
 
 from torchlint.linter import Linter
 
@@ -51,7 +51,7 @@ def test_no_fix_for_unpicklable_collate_or_missing_main_guard():
     assert [d.fix for d in lam] == [None]
     assert (
         "`collate_fn` is a lambda, which worker processes started by spawn or forkserver cannot pickle"
-        in lam[0].message
+        in said(lam[0])
     )
     local = lint(
         HEAD
@@ -61,9 +61,9 @@ def test_no_fix_for_unpicklable_collate_or_missing_main_guard():
         + 'if __name__ == "__main__":\n    main()\n',
         select=("TL201",),
     )
-    assert "`collate_fn` is `_collate_fn`, a function defined inside a function, which" in local[0].message
+    assert "`collate_fn` is `_collate_fn`, a function defined inside a function, which" in said(local[0])
     guardless = lint(HEAD + "loader = DataLoader(ds)\n" + train_loop(), select=("TL201",))
-    assert guardless[0].fix is None and "no `if __name__" in guardless[0].message
+    assert guardless[0].fix is None and "no `if __name__" in said(guardless[0])
 
 
 # -- TL203 ----------------------------------------------------------------------------------------------

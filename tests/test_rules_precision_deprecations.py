@@ -8,7 +8,7 @@ rules/TL303.md and rules/TL304.md, checked by test_rule_docs.py.
 from __future__ import annotations
 
 import pytest
-from support import codes_and_lines, fix, lint
+from support import codes_and_lines, fix, lint, said
 
 
 def fixed(source: str, **kwargs) -> str:
@@ -51,7 +51,7 @@ def test_finding_spans_the_callee_and_starts_where_the_call_starts():
     [d] = lint("import torch\nscaler = torch.cuda.amp.GradScaler(\n    enabled=True,\n)\n")
     assert (d.location.line, d.location.column) == (2, 10)
     assert (d.end_location.line, d.end_location.column) == (2, 35)
-    assert d.message == (
+    assert said(d) == (
         '`torch.cuda.amp.GradScaler` is deprecated since torch 2.4: use `torch.amp.GradScaler("cuda", ...)`'
     )
 
@@ -74,7 +74,7 @@ def test_imports_inside_functions_and_guarded_imports_are_resolved():
 def test_autocast_with_star_args_is_reported_without_a_fix():
     [d] = lint("import torch\nwith torch.cuda.amp.autocast(*flags):\n    pass\n")
     assert d.fix is None
-    assert "`*args` cannot be mapped" in d.message
+    assert "`*args` cannot be mapped" in said(d)
 
 
 def test_cpu_variants_get_the_cpu_device():
@@ -107,7 +107,7 @@ def test_an_unfixable_use_keeps_the_import():
         'import torch\nfrom torch.cuda.amp import autocast\nctx = autocast\nwith torch.amp.autocast("cuda"):\n    pass\n'
     )
     [bare, _] = lint(source)
-    assert bare.fix is None and "referenced, not called" in bare.message
+    assert bare.fix is None and "referenced, not called" in said(bare)
 
 
 def test_torch_version_setting_silences_rules_whose_replacement_is_newer():
