@@ -74,12 +74,45 @@ def test_safe_fixes_need_identical_losses_at_every_step():
 
 
 def test_unsafe_fixes_compare_the_mean_loss_of_the_first_epoch_loosely():
-    before = _stats([0.1] * 4, losses=[1.0, 0.9, 0.1, 0.1], first_epoch=2)
-    after = _stats([0.1] * 4, losses=[1.02, 0.93, 5.0, 5.0], first_epoch=2)
+    first = [1.0, 0.9, 0.8, 0.7, 0.6]
+    before = _stats([0.1] * 8, losses=[*first, 0.1, 0.1, 0.1], first_epoch=5)
+    after = _stats([0.1] * 8, losses=[1.02, 0.93, 0.81, 0.7, 0.61, 5.0, 5.0, 5.0], first_epoch=5)
     result = compare.compare_losses(before, after, unsafe=True)
-    assert result.verdict == "agree" and result.steps_compared == 2 and "loose" in result.tolerance
-    worse = _stats([0.1] * 4, losses=[2.0, 1.9, 0.1, 0.1], first_epoch=2)
+    assert result.verdict == "agree" and result.steps_compared == 5
+    assert result.tolerance.startswith("loose: mean loss over the first epoch")
+    worse = _stats([0.1] * 8, losses=[2.0, 1.9, 1.8, 1.7, 1.6, 0.1, 0.1, 0.1], first_epoch=5)
     assert compare.compare_losses(before, worse, unsafe=True).verdict == "differ"
+
+
+def test_an_epoch_of_a_few_steps_is_no_epoch_every_recorded_step_is_compared():
+    """The epoch marker is any DataLoader's first batch: a validation loader ends the "epoch" after 1-3
+    steps (seen: 1 of 25 steps compared, called agreeing). Then every recorded step is, and it says so."""
+    before = _stats([0.1] * 6, losses=[1.0, 0.9, 0.8, 0.7, 0.6, 0.5], first_epoch=1)
+    after = _stats([0.1] * 6, losses=[1.0, 3.0, 3.0, 3.0, 3.0, 3.0], first_epoch=1)
+    result = compare.compare_losses(before, after, unsafe=True)
+    assert (result.verdict, result.steps_compared) == ("differ", 6)
+    assert result.tolerance.startswith("loose: mean loss over every recorded step")
+    assert result.detail == "mean loss 0.75 -> 2.66667 over 6 steps"
+
+
+def test_dropout_like_noise_agrees_whatever_the_number_of_steps():
+    """A fix that changes the random numbers (compile's dropout masks) moves each step, not the mean beyond
+    its noise: the verdict does not flip between 10 and 400 steps."""
+    import random
+
+    rng = random.Random(0)
+    for steps in (10, 40, 400):
+        base = [2.0 - i / steps for i in range(steps)]
+        before = _stats([0.1] * steps, losses=[x + rng.gauss(0, 0.3) for x in base], first_epoch=steps)
+        after = _stats([0.1] * steps, losses=[x + rng.gauss(0, 0.3) for x in base], first_epoch=steps)
+        assert compare.compare_losses(before, after, unsafe=True).verdict == "agree", steps
+
+
+def test_a_fix_that_needs_a_gpu_is_not_measurable_on_a_cpu():
+    assert compare.not_measurable_here(["TL202"], "cpu") == "pinned memory speeds up copies to a GPU only"
+    assert compare.not_measurable_here(["TL202", "TL205"], "cpu") is not None
+    assert compare.not_measurable_here(["TL202", "TL201"], "cpu") is None  # workers act on a CPU too
+    assert compare.not_measurable_here(["TL202"], "cuda") is None
 
 
 def test_a_loss_that_turns_nan_differs_even_loosely():

@@ -43,12 +43,7 @@ PAID = ("faster", "less memory")
 NOT_ALONE = (
     "not measured alone: it applies only together with another fix; run --keep again once that one is in"
 )
-# Fixes that change nothing without a GPU: what one of them measures on a CPU is the machine's noise (a busy
-# 2-core machine called pinned memory 1.41x "faster"), so on a CPU they are dropped whatever they measured.
-GPU_ONLY = {
-    "TL202": "pinned memory speeds up copies to a GPU only",
-    "TL205": "a `non_blocking` copy overlaps only with a GPU",
-}
+GPU_ONLY = compare.GPU_ONLY  # dropped on a CPU whatever they measured (their verdict: not measurable here)
 
 
 class KeepError(Exception):

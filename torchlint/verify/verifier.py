@@ -384,8 +384,11 @@ def _decide(report: VerifyReport, first: int = 0) -> None:
                 f"{arm.variant.name}: a checkpointing fix, but no step was profiled in both runs to measure "
                 "its step memory: give the script enough steps for --warmup + 3, or lower --warmup"
             )
-        elif arm.speed.verdict == "slower" and report.busy and report.options.repeat == 1:
-            # One run each on a machine busy with other work: a drift of its load looks like a slowdown.
+        elif compare.not_measurable_here(arm.variant.codes, report.device):
+            # Pinned memory, non_blocking without CUDA: any difference measured is the machine's noise.
+            arm.verdict = "not measurable here"
+        elif arm.speed.verdict in ("slower", "faster") and report.busy and report.options.repeat == 1:
+            # One run each on a machine busy with other work: a drift of its load looks like a change.
             arm.verdict = "inconclusive"
         else:
             arm.verdict = arm.speed.verdict
