@@ -580,3 +580,21 @@ def test_cuda_kernel_signatures_are_shortened_for_the_table(name, short):
     from torchlint.verify.report import short_operator_name
 
     assert short_operator_name(name) == short
+
+
+def test_a_library_on_pythonpath_outside_the_project_is_never_patched_nor_linted(tmp_path):
+    """Issue 30: `PYTHONPATH` pointing at a library checkout beside the project made verify lint 394 of its
+    files and patch one. What resolves outside the project's folder is not the user's."""
+    root = (tmp_path / "project").resolve()
+    library = (tmp_path / "library").resolve()
+    for path, text in {
+        root / "pyproject.toml": "",
+        root / "train.py": "import helpers\nimport biglib\n",
+        root / "helpers.py": "",
+        library / "biglib" / "__init__.py": "from biglib import core\n",
+        library / "biglib" / "core.py": "",
+    }.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    found = {p.name for p in patches.project_files(root / "train.py", pythonpath=str(library))}
+    assert found == {"train.py", "helpers.py"}

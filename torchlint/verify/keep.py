@@ -34,8 +34,6 @@ from torchlint.linter import MAX_FIX_PASSES, Linter, _compiles
 from torchlint.verify import compare
 from torchlint.verify.patches import AppliedFix, Variant
 from torchlint.workspace.discovery import SettingsResolver, Target, discover
-from torchlint.workspace.fs import FileSystem
-from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
 
@@ -108,14 +106,6 @@ def alone_only(variants: list[Variant]) -> tuple[list[Variant], list[AppliedFix]
         else:
             left.remove(twin)
     return alone, unmeasured
-
-
-def project_folder(script: Path, fs: FileSystem | None = None) -> Path:
-    """The folder whose files `--keep` may write: the script's project root, or its own folder when it lies
-    outside that (a script verified from elsewhere)."""
-    script = script.resolve()
-    root = project_root(script.parent, fs or FileSystem())
-    return root if script.is_relative_to(root) else script.parent
 
 
 def choose(

@@ -114,10 +114,13 @@ def project_files(script: Path, fs: FileSystem | None = None, pythonpath: str | 
     script's folder (its `sys.path[0]`), then `PYTHONPATH`, then the project's root (for a package beside
     the script's folder that is installed in editable mode or put on `sys.path` by the script itself:
     `projects/adder/adder.py` importing `mingpt`); relative ones from the importing module's package. What
-    resolves nowhere among them (torch, installed packages) is not the project's and is never patched.
+    resolves nowhere among them (torch, installed packages) is not the project's and is never patched, and
+    neither is what resolves outside the project's folder (`project_folder`): a library reached through
+    `PYTHONPATH` is not the user's to patch, nor to lint (one such run linted 394 library files first).
     Asked of `fs` (the run's FileSystem)."""
     fs = fs or FileSystem()
     roots = import_roots(script, fs, pythonpath)
+    project = project_folder(script, fs)
     found: set[Path] = set()
     pending = [script]
     while pending:
@@ -144,9 +147,17 @@ def project_files(script: Path, fs: FileSystem | None = None, pythonpath: str | 
                 names = [(bases, parts)] + [(bases, [*parts, alias.name]) for alias in node.names]
             for bases, parts in names:
                 for candidate in _first_module_files(bases, parts, fs):
-                    if candidate not in found:
+                    if candidate not in found and Path(os.path.realpath(candidate)).is_relative_to(project):
                         pending.append(candidate)
     return found
+
+
+def project_folder(script: Path, fs: FileSystem | None = None) -> Path:
+    """The folder whose files verify may patch and `--keep` may write: the script's project root, or its
+    own folder when it lies outside that (a script verified from elsewhere)."""
+    script = Path(os.path.realpath(script))
+    root = project_root(script.parent, fs or FileSystem())
+    return root if script.is_relative_to(root) else script.parent
 
 
 def import_roots(script: Path, fs: FileSystem, pythonpath: str | None = None) -> list[Path]:

@@ -405,7 +405,7 @@ def _measure_kept(
     """`--keep`: choose the fixes that paid alone, combine them, and run and decide that set (`kept`)."""
     outcome = report.keep
     assert outcome is not None
-    project = keep.project_folder(options.script)
+    project = patches.project_folder(options.script)
     outcome.choices = keep.choose(report.arms, outcome.unmeasured, project, report.device)
     if report.arms[0].failure:
         outcome.message = "the original run failed: no fix kept, no file written"
