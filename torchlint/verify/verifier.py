@@ -329,6 +329,13 @@ def _failure(result: RunResult, options: VerifyOptions) -> str | None:
     if result.status == "no-result":
         tail = result.log_tail(20)
         return f"{where}: the run ended (exit status {result.returncode}) without a result:\n{tail}".rstrip()
+    batches = (result.raw or {}).get("no_step_after_batches")
+    if result.steps == 0 and batches:
+        return (
+            f"{where}: stopped after its DataLoaders yielded {batches} batches without an optimizer step "
+            "(no `optimizer.step()` nor `scaler.step(optimizer)` ran), so there is nothing to time: does it "
+            "update its weights by hand, or through an optimizer torchlint does not see?"
+        )
     if result.steps == 0:
         return (
             f"{where}: the script finished without ever stepping an optimizer (no `optimizer.step()` nor "

@@ -64,6 +64,13 @@ class StopVerify(BaseException):  # noqa: N818 - a stop signal, not an error
     """W + N optimizer steps are done: the verifier stops the script here."""
 
 
+# A script that updates its weights by hand never steps an optimizer: it is stopped once its DataLoaders
+# have yielded this many batches per asked step (W + N), at least NO_STEP_MIN_BATCHES, with no optimizer
+# step, instead of after a whole epoch (133 s in one real case). Generous for gradient accumulation.
+NO_STEP_BATCHES_PER_STEP = 4
+NO_STEP_MIN_BATCHES = 100
+
+
 class Recorder:
     """What one measured process saw; `result()` is the run's JSON (see SCHEMA.md, `runs[].raw`)."""
 
@@ -85,6 +92,8 @@ class Recorder:
         self.data_wait = 0.0  # since the last step
         self.pending_losses: list[Any] = []
         self.epoch_marker = 0  # DataLoader.__iter__ calls so far
+        self.batches = 0  # batches the DataLoaders yielded
+        self.no_step_after: int | None = None  # batches yielded when the run was stopped for taking no step
         self.loaders: list[dict[str, Any]] = []
         self.loader_wait: dict[int, float] = {}  # loader index -> seconds waited during measured steps
         self.scaled: dict[int, tuple[Any, Any]] = {}  # id(scaled loss) -> (scaled, unscaled)
@@ -220,8 +229,16 @@ class Recorder:
 
     def on_next(self, loader_index: int | None, seconds: float) -> None:
         self.data_wait += seconds
+        self.batches += 1
+        if not self.steps and not self.stopped and self.batches >= self._no_step_limit():
+            self.no_step_after = self.batches
+            self.stopped = True
+            raise StopVerify
         if loader_index is not None and len(self.steps) >= self.warmup:
             self.loader_wait[loader_index] = self.loader_wait.get(loader_index, 0.0) + seconds
+
+    def _no_step_limit(self) -> int:
+        return max(NO_STEP_BATCHES_PER_STEP * self.total, NO_STEP_MIN_BATCHES)
 
     def on_loader(self, loader: Any) -> int:
         frame = sys._getframe(2)
@@ -311,6 +328,7 @@ class Recorder:
                 pass
         return {
             "steps": steps,
+            "no_step_after_batches": self.no_step_after,
             "elapsed": time.perf_counter() - self.started,
             "loaders": self.loaders,
             "loader_wait": {str(k): v for k, v in self.loader_wait.items()},
