@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from torchlint.verify.report import table_header
+
 # Okabe-Ito: told apart by colour-blind readers too; the original is drawn in grey.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")
 ORIGINAL_COLOUR = "#7f7f7f"
@@ -150,21 +152,7 @@ def _variants_table(report: dict[str, Any]) -> str:
     variants = report.get("variants") or []
     if not variants:
         return ""
-    on_cpu = all((v.get("stats") or {}).get("memory_kind") != "cuda_peak_allocated" for v in variants)
-    header = [
-        "variant",
-        "step ms",
-        "median (IQR) ms",
-        "first step",
-        "samples/s",
-        "speed-up",
-        "95% interval",
-        "peak RSS (+script)" if on_cpu else "peak memory",
-        "step memory",
-        "data wait",
-        "losses",
-        "verdict",
-    ]
+    header = table_header(variants)
     rows = "".join(_variant_row(variant, number) for number, variant in enumerate(variants))
     tolerances = sorted({str((v.get("losses") or {}).get("tolerance")) for v in variants if v.get("losses")})
     details = [

@@ -274,6 +274,26 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def table_header(variants: list[dict[str, Any]]) -> list[str]:
+    """The variants table's columns, in the text table and the HTML page alike (`variants`: the JSON's)."""
+    on_cpu = all((v.get("stats") or {}).get("memory_kind") != "cuda_peak_allocated" for v in variants)
+    memory = "peak RSS (+script)" if on_cpu else "peak memory"
+    return [
+        "variant",
+        "step ms",
+        "median (IQR) ms",
+        "first step",
+        "samples/s",
+        "speed-up",
+        "95% interval",
+        memory,
+        "step memory",
+        "data wait",
+        "losses",
+        "verdict",
+    ]
+
+
 def write_table(report: VerifyReport, out: TextIO) -> None:
     data = to_json(report)
     options = report.options
@@ -288,26 +308,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
     runs = f"{options.repeat} repeats, interleaved" if options.repeat > 1 else "1 run each"
     torchrun = f"; torchrun with {options.torchrun} processes (rank 0 reported)" if options.torchrun else ""
     out.write(f"{options.steps} timed steps after {options.warmup} warm-up steps, {runs}{torchrun}\n\n")
-    memory = (
-        "peak RSS (+script)"
-        if all((v["stats"] or {}).get("memory_kind") != "cuda_peak_allocated" for v in data["variants"])
-        else "peak memory"
-    )
-    header = [
-        "variant",
-        "step ms",
-        "median (IQR) ms",
-        "first step",
-        "samples/s",
-        "speed-up",
-        "95% interval",
-        memory,
-        "step memory",
-        "data wait",
-        "losses",
-        "verdict",
-    ]
-    rows = [header]
+    rows = [table_header(data["variants"])]
     for variant in data["variants"]:
         stats = variant["stats"] or {}
         speed = variant["speed"] or {}
