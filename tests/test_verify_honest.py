@@ -78,3 +78,23 @@ def test_a_script_that_updates_its_weights_by_hand_is_stopped_after_the_asked_st
     assert report["variants"][0]["failure"].startswith(
         "run 'original': stopped after its DataLoaders yielded 100 batches without an optimizer step"
     )
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (b"import torch\ndef f(:\n    pass\n", "train.py:2:7: cannot run: SyntaxError: invalid syntax"),
+        (b"\xff\xfe not text", "train.py: cannot run: cannot decode as utf-8 (line 1): invalid start byte"),
+    ],
+)
+def test_a_script_that_cannot_start_is_one_line_and_exit_two_before_any_run(tmp_path, content, said):
+    """Issue 30, part 7: not a crash of the original after seconds with the table of dashes."""
+    (tmp_path / "train.py").write_bytes(content)
+    done = subprocess.run(
+        [sys.executable, "-m", "torchlint", "verify", "train.py", "--device", "cpu"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"error: {said}\n")

@@ -159,6 +159,9 @@ def verify(
             f"{script}: verify runs scripts, not notebooks: export it first "
             f"(`jupyter nbconvert --to script {script}`) and verify the script"
         )
+    unstartable = _cannot_start(script, fs)
+    if unstartable:
+        raise UsageError(unstartable)
     if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
         raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
     if not torch_installed():
@@ -231,6 +234,26 @@ def verify(
     if report.keep is not None:  # last: a signal before it ended the runs with nothing written
         _write_kept(report, report.keep)
     return report
+
+
+def _cannot_start(script: Path, fs: FileSystem) -> str | None:
+    """Why Python could not even start the script (unreadable, undecodable, not Python), in one line naming
+    the file and line: said before any run, not as a crash of the original after seconds."""
+    import ast
+
+    from torchlint.workspace.source import SourceError, SourceFile
+
+    try:
+        text = SourceFile.read(script, fs).text
+    except SourceError as error:
+        return f"{script}: cannot run: {error}"
+    try:
+        ast.parse(text, str(script))
+    except SyntaxError as error:
+        return f"{script}:{error.lineno or 1}:{error.offset or 1}: cannot run: SyntaxError: {error.msg}"
+    except ValueError as error:  # NUL bytes and the like
+        return f"{script}: cannot run: {error}"
+    return None
 
 
 def _drop_workdir(stopped: Stopped, workdir: Path, keep_logs: bool) -> None:
