@@ -423,3 +423,27 @@ def test_automagic_lines_are_masked_and_python_that_looks_like_them_is_not():
         "ls",
         "run(x)",
     ]
+
+
+def test_jupyter_checkpoint_copies_are_not_walked(project):
+    """`.ipynb_checkpoints/` holds Jupyter's autosaved copies: checked, every finding would show twice and
+    `--fix` would write the copies (excluded by default, as ruff does)."""
+    text = notebook(SETUP, LOADER, LOOP)
+    (project / "train.ipynb").write_text(text)
+    (project / ".ipynb_checkpoints").mkdir()
+    (project / ".ipynb_checkpoints" / "train-checkpoint.ipynb").write_text(text)
+    assert invoke("--show-files").stdout.splitlines() == [str(project / "train.ipynb")]
+
+
+def test_sarif_offers_no_fix_for_a_notebook_finding(project):
+    """SARIF replacements are lines of the artifact, and a notebook's lines are its JSON's: a tool applying
+    a cell-relative region would corrupt the file."""
+    (project / "train.ipynb").write_text(notebook(SETUP, LOADER, LOOP))
+    (project / "plain.py").write_text("import torch\nwith torch.cuda.amp.autocast():\n    pass\n")
+    sarif = json.loads(invoke("--output-format", "sarif", "--unsafe-fixes", ".").stdout)
+    results = {
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: r
+        for r in sarif["runs"][0]["results"]
+    }
+    assert "fixes" in next(r for uri, r in results.items() if uri.endswith("plain.py"))
+    assert "fixes" not in next(r for uri, r in results.items() if uri.endswith("train.ipynb"))

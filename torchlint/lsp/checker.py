@@ -40,7 +40,7 @@ from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.settings import Settings
 from torchlint.workspace.source import SourceError, SourceFile
 
-_OFF = ("", "0", "false", "no", "off")
+_OFF = ("", "0", "false", "f", "no", "n", "off")  # click's false words, as `--no-cache`'s variable reads them
 _Slot = tuple[ResultCache, str, str]  # the project's result cache, the file's key, its name as displayed
 
 

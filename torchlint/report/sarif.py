@@ -79,7 +79,7 @@ def _result(d: Diagnostic, rule_index: int, lines: LineIndex | None) -> dict:
             {"physicalLocation": {"artifactLocation": _artifact(d.path), "region": _region(start, end)}}
         ],
     }
-    if d.fix is not None:
+    if d.fix is not None and d.location.cell is None:  # a notebook's edits are not lines of its JSON file
         result["fixes"] = [_fix(d, lines)]
     return result
 

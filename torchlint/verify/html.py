@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from torchlint.verify.report import table_header
+from torchlint.verify.report import table_header, variant_label
 
 # Okabe-Ito: told apart by colour-blind readers too; the original is drawn in grey.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")
@@ -130,12 +130,6 @@ def _errors(report: dict[str, Any]) -> str:
     return "<h2>Errors</h2>\n" + "".join(f'<pre class="error">{_e(error)}</pre>\n' for error in errors)
 
 
-def _variant_label(variant: dict[str, Any]) -> str:
-    if variant.get("kind") in ("all", "kept"):
-        return f"{variant['kind']} fixes ({len(variant.get('fixes') or [])})"
-    return str(variant.get("name"))
-
-
 def _number(value: float | None, form: str, suffix: str = "") -> str:
     return "-" if value is None else f"{value:{form}}{suffix}"
 
@@ -156,7 +150,7 @@ def _variants_table(report: dict[str, Any]) -> str:
     rows = "".join(_variant_row(variant, number) for number, variant in enumerate(variants))
     tolerances = sorted({str((v.get("losses") or {}).get("tolerance")) for v in variants if v.get("losses")})
     details = [
-        f"losses of {_variant_label(v)}: {v['losses']['detail']}"
+        f"losses of {variant_label(v)}: {v['losses']['detail']}"
         for v in variants
         if (v.get("losses") or {}).get("detail")
     ]
@@ -189,7 +183,7 @@ def _variant_row(variant: dict[str, Any], number: int) -> str:
         loss_cell += f'<small class="under">{_e(compared)} steps</small>'
     swatch = f'<span class="swatch" style="background:{_colour(variant, number)}"></span>'
     cells = [
-        swatch + _e(_variant_label(variant)),
+        swatch + _e(variant_label(variant)),
         _e(_number(stats.get("mean_step_ms"), ".1f")),
         _e(f"{stats['median_step_ms']:.1f} ({iqr[0]:.1f}-{iqr[1]:.1f})" if iqr else "-"),
         _e(_number(stats.get("first_step_s"), ".2f", " s")),
@@ -266,7 +260,7 @@ class Series:
 def _charts(report: dict[str, Any]) -> str:
     variants = report.get("variants") or []
     runs = report.get("runs") or []
-    colours = {v.get("name"): (_variant_label(v), _colour(v, n)) for n, v in enumerate(variants)}
+    colours = {v.get("name"): (variant_label(v), _colour(v, n)) for n, v in enumerate(variants)}
     warmup = int((report.get("settings") or {}).get("warmup") or 0)
     times = _series(runs, colours, "step_ms", 1.0)
     memory = _series(runs, colours, "step_memory_bytes", 1 / 2**20)
@@ -494,7 +488,7 @@ def _compile(report: dict[str, Any]) -> str:
             f"{len(recompiles)} recompiles, compile {_e(_number(compiled.get('compile_s'), '.1f', ' s'))}"
         )
         rows.append(
-            f"<h3>{_e(_variant_label(variant))}: {summary}</h3>\n"
+            f"<h3>{_e(variant_label(variant))}: {summary}</h3>\n"
             + (f"<ul>{''.join(items)}</ul>\n" if items else "")
         )
     return "<h2>What compile did</h2>\n" + "".join(rows) if rows else ""
@@ -507,7 +501,7 @@ def _runtime_findings(report: dict[str, Any]) -> str:
         if not findings:
             continue
         items = "".join(_finding_item(finding) for finding in findings)
-        blocks.append(f"<h3>{_e(_variant_label(variant))}</h3>\n<ul>{items}</ul>\n")
+        blocks.append(f"<h3>{_e(variant_label(variant))}</h3>\n<ul>{items}</ul>\n")
     return "<h2>Runtime findings</h2>\n" + "".join(blocks) if blocks else ""
 
 
@@ -528,14 +522,14 @@ def _fixes(report: dict[str, Any]) -> str:
     main = next((v for v in variants if v.get("kind") == "kept"), None)
     main = main or next((v for v in variants if v.get("kind") == "all"), variants[0])
     fixes = "".join(f"<li><code>{_e(_fix_line(fix))}</code></li>" for fix in main.get("fixes") or [])
-    parts = [f"<h2>Fixes in {_e(_variant_label(main))}</h2>\n"]
+    parts = [f"<h2>Fixes in {_e(variant_label(main))}</h2>\n"]
     if fixes:
         parts.append(f"<ul>{fixes}</ul>\n")
     parts.append(_diff_block(main.get("diff")))
     for variant in variants:
         if variant is not main and variant.get("diff"):
             parts.append(
-                f"<details><summary>diff of {_e(_variant_label(variant))}</summary>"
+                f"<details><summary>diff of {_e(variant_label(variant))}</summary>"
                 f"{_diff_block(variant['diff'])}</details>\n"
             )
     return "".join(parts)
@@ -578,7 +572,7 @@ def _top_operators(report: dict[str, Any]) -> str:
             for op in ops[:8]
         )
         blocks.append(
-            f"<details><summary>top operators of {_e(_variant_label(variant))} (profiled steps, by "
+            f"<details><summary>top operators of {_e(variant_label(variant))} (profiled steps, by "
             f"{'GPU ' if on_gpu else ''}self time)</summary><table>{header}{rows}</table></details>\n"
         )
     return "<h2>Top operators</h2>\n" + "".join(blocks) if blocks else ""

@@ -32,7 +32,7 @@ from torchlint.fix.apply import apply
 from torchlint.fix.write import WriteRefused, signals_held, write_source
 from torchlint.linter import MAX_FIX_PASSES, Linter, _compiles
 from torchlint.verify import compare
-from torchlint.verify.patches import AppliedFix, Variant
+from torchlint.verify.patches import AppliedFix, Variant, shown
 from torchlint.workspace.discovery import SettingsResolver, Target, discover
 from torchlint.workspace.settings import CliOverrides, ConfigError
 from torchlint.workspace.source import SourceError, SourceFile
@@ -336,7 +336,7 @@ def finish(outcome: Outcome, arm: Measured) -> str | None:
     except WriteRefused as refused:
         outcome.message = f"{together}: no file written (see the error above)"
         return f"--keep: {refused}; no file written"
-    outcome.message = f"{together}: wrote {', '.join(_shown(path) for path in outcome.written)}"
+    outcome.message = f"{together}: wrote {', '.join(shown(path) for path in outcome.written)}"
     return None
 
 
@@ -351,7 +351,7 @@ def write(variant: Variant, sources: dict[str, SourceFile]) -> list[str]:
                 write_source(sources[path], variant.patched[path])
             except WriteRefused as refused:
                 _put_back(written, sources)
-                raise WriteRefused(f"{_shown(path)}: not written: {refused}") from None
+                raise WriteRefused(f"{shown(path)}: not written: {refused}") from None
             written.append(path)
     return written
 
@@ -374,7 +374,7 @@ def to_json(outcome: Outcome | None) -> dict[str, Any]:
     return {
         "kept": [choice.to_json() for choice in outcome.choices if choice.kept],
         "dropped": [choice.to_json() for choice in outcome.choices if not choice.kept],
-        "written": [_shown(path) for path in outcome.written],
+        "written": [shown(path) for path in outcome.written],
     }
 
 
@@ -384,17 +384,10 @@ def summary(outcome: Outcome | None) -> str:
         return ""
     lines = []
     for choice in sorted(outcome.choices, key=lambda c: not c.kept):
-        where = f"{_shown(choice.fix.path)}:{choice.fix.line}"
+        where = f"{shown(choice.fix.path)}:{choice.fix.line}"
         if choice.kept:
             lines.append(f"kept {choice.fix.code} {where} ({choice.reason})")
         else:
             lines.append(f"dropped {choice.fix.code} {where}: {choice.reason}")
     lines.append(outcome.message)
     return "\n" + "".join(f"{line}\n" for line in lines if line)
-
-
-def _shown(path: str) -> str:
-    try:
-        return Path(path).relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return path

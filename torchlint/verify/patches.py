@@ -44,7 +44,7 @@ class AppliedFix:
     column: int
 
     def label(self, cwd: Path) -> str:
-        return f"{self.code} {_shown(self.path, cwd)}:{self.line}"
+        return f"{self.code} {shown(self.path, cwd)}:{self.line}"
 
     def to_json(self, cwd: Path) -> dict:
         return {
@@ -52,7 +52,7 @@ class AppliedFix:
             "name": self.name,
             "title": self.title,
             "applicability": self.applicability,
-            "filename": _shown(self.path, cwd),
+            "filename": shown(self.path, cwd),
             "location": {"row": self.line, "column": self.column},
         }
 
@@ -87,7 +87,9 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
 
-def _shown(path: str, cwd: Path) -> str:
+def shown(path: str, cwd: Path | None = None) -> str:
+    """An absolute path as the report shows it: relative to the working folder when below it."""
+    cwd = Path.cwd() if cwd is None else cwd
     try:
         return Path(path).relative_to(cwd).as_posix()
     except ValueError:

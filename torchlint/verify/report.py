@@ -3,7 +3,6 @@ progress line while runs are going."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import platform
 import re
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from torchlint.fix.apply import unified_diff
 from torchlint.verify import compare, keep
 from torchlint.verify.runner import RunResult
 from torchlint.verify.verifier import ArmResult, VerifyReport
@@ -102,7 +102,6 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
     options = report.options
     cwd = Path.cwd()
     original = report.arms[0]
-    originals = {path: text for arm in report.arms for path, text in arm.variant.originals.items()}
     variants = []
     for arm in report.arms:
         stats = _arm_stats(arm)
@@ -121,7 +120,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "runtime_findings": [_finding_json(f) for f in arm.findings],
             "top_ops": _top_ops(arm),
             "compile": _compile_json(arm.compile),
-            "diff": _diff(arm, originals),
+            "diff": _diff(arm),
         }
         if arm.speed is not None:
             entry["speed"] = {
@@ -227,19 +226,15 @@ def _run_json(run: RunResult, variant: str | None) -> dict[str, Any]:
     }
 
 
-def _diff(arm: ArmResult, originals: dict[str, str]) -> str | None:
-    """The variant's patched files against their text before the fixes, one unified diff (the HTML report
-    shows it). The text before comes from the plan, not from the disk: `--keep` may have written it since."""
-    chunks = []
-    for path, patched in sorted(arm.variant.patched.items()):
-        before = originals.get(path)
-        if before is None:
-            continue  # not in the plan (never the case for a planned variant): no text to compare with
-        shown = _shown(path) or path
-        lines = difflib.unified_diff(
-            before.splitlines(keepends=True), patched.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"
-        )
-        chunks.append("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+def _diff(arm: ArmResult) -> str | None:
+    """The variant's patched files against their text before the fixes, as `--diff` prints them (the HTML
+    report shows it). The text before comes from the plan, not from the disk: `--keep` may have written it."""
+    before = arm.variant.originals
+    chunks = [
+        unified_diff(_shown(path) or path, before[path], patched)
+        for path, patched in sorted(arm.variant.patched.items())
+        if path in before
+    ]
     return "".join(chunks) or None
 
 
@@ -316,7 +311,7 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         interval = speed.get("interval95") or speed.get("repeats_range")
         rows.append(
             [
-                _variant_label(variant),
+                variant_label(variant),
                 _ms(stats.get("mean_step_ms")),
                 f"{stats['median_step_ms']:.1f} ({iqr[0]:.1f}-{iqr[1]:.1f})" if iqr else "-",
                 f"{stats['first_step_s']:.2f} s" if stats.get("first_step_s") is not None else "-",
@@ -475,7 +470,8 @@ def _write_compile(data: dict[str, Any], out: TextIO) -> None:
             out.write(f"  not compiled: {item['function']} ({item['filename']}): {item['reason']}\n")
 
 
-def _variant_label(variant: dict[str, Any]) -> str:
+def variant_label(variant: dict[str, Any]) -> str:
+    """A variant as the table names it (the text table's and the HTML page's)."""
     sets = {"all": "all fixes", "kept": "kept fixes", "together": "all that paid"}  # --keep: kept, together
     if variant["kind"] in sets:
         return f"{sets[variant['kind']]} ({len(variant['fixes'])})"

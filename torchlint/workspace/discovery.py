@@ -189,18 +189,19 @@ def is_included(path: Path, settings: Settings) -> bool:
     """Whether a folder walk checks this file (`include`, `extend-include`): a pattern without `/` matches
     the file's name, one with `/` its path relative to the config's folder (.gitignore syntax)."""
     patterns = settings.includes
-    names = _name_patterns.get(patterns)
-    if names is None:
-        names = _name_patterns[patterns] = tuple(p for p in patterns if "/" not in p)
+    split = _include_cache.get(patterns)
+    if split is None:
+        with_folders = tuple(p for p in patterns if "/" in p)
+        names = tuple(p for p in patterns if "/" not in p)
+        split = _include_cache[patterns] = (names, _spec(with_folders) if with_folders else None)
+    names, spec = split
     if any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names):
         return True
-    with_folders = tuple(p for p in patterns if "/" in p)
-    if not with_folders:
-        return False
-    return _spec(with_folders).match_file(relative_to_root(path, settings) or path.name)
+    return spec is not None and spec.match_file(relative_to_root(path, settings) or path.name)
 
 
-_name_patterns: dict[tuple[str, ...], tuple[str, ...]] = {}
+# include patterns -> (those matched against the name, the spec of those with a folder): once per setting
+_include_cache: dict[tuple[str, ...], tuple[tuple[str, ...], pathspec.PathSpec | None]] = {}
 
 
 def matches_any(path: Path, settings: Settings, pattern: str) -> bool:

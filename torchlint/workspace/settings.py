@@ -39,6 +39,7 @@ DEFAULT_EXCLUDES = (
     "dist",
     "node_modules",
     "__pycache__",
+    ".ipynb_checkpoints",  # Jupyter's autosaved copies of notebooks (ruff excludes them too)
     CACHE_FOLDER,
 )
 DEVICES = ("auto", "cuda", "cpu")

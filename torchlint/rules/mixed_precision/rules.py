@@ -330,8 +330,8 @@ class _DeprecatedAmpRule(Rule):
     @staticmethod
     def _why_no_fix(ref: Reference) -> str:
         if ref.call is not None:
-            return "no automatic fix: `*args` cannot be mapped onto the new signature"
-        return "no automatic fix: it is referenced, not called, and the new API takes the device first"
+            return no_fix("`*args` cannot be mapped onto the new signature")
+        return no_fix("it is referenced, not called, and the new API takes the device first")
 
 
 class DeprecatedAmpAutocast(_DeprecatedAmpRule):
