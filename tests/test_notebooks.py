@@ -447,3 +447,15 @@ def test_sarif_offers_no_fix_for_a_notebook_finding(project):
     }
     assert "fixes" in next(r for uri, r in results.items() if uri.endswith("plain.py"))
     assert "fixes" not in next(r for uri, r in results.items() if uri.endswith("train.ipynb"))
+
+
+def test_a_cell_holding_the_boundary_line_itself_is_refused_not_misplaced(project):
+    """The joined module is split at torchlint's boundary lines: a cell that holds one would shift every
+    later cell's positions and fixes, so the notebook is a TL002 finding instead."""
+    from torchlint.positions import CELL_BOUNDARY
+
+    (project / "odd.ipynb").write_text(notebook(["a = 1\n", CELL_BOUNDARY + "\n", "b = 2"], ["c = 3"]))
+    result = invoke("--output-format", "concise", "odd.ipynb")
+    assert result.stdout.splitlines()[0] == (
+        "odd.ipynb:1:1: TL002 odd.ipynb: not checked: cell 2 holds torchlint's cell boundary line"
+    )

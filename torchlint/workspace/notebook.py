@@ -16,6 +16,7 @@ metadata and the rest of the file stay byte for byte.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ class Notebook:
                 continue
             source = cell.get("source", "")
             text = source if isinstance(source, str) else "".join(source)
+            if CELL_BOUNDARY in text.splitlines():
+                raise NotebookError(f"not checked: cell {index + 1} holds torchlint's cell boundary line")
             code.append(Cell(index + 1, text, spans[index], isinstance(source, str)))
         return cls(raw_text, tuple(code))
 
@@ -166,6 +169,7 @@ def _validated_cells(document: object) -> list[dict]:
     return cells
 
 
+@functools.lru_cache(maxsize=4096)  # the editor joins a notebook on each edit: only the edited cell is new
 def _region(text: str) -> str:
     """A cell's text as it sits in the joined module: magics masked, ending with a line break."""
     if not _parses(text):
