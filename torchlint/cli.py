@@ -957,6 +957,19 @@ def entry() -> None:
     "agreeing losses), measured together.",
 )
 @click.option(
+    "--tune",
+    type=click.Choice(("workers",)),
+    help="Search the training DataLoader's num_workers (then prefetch_factor) by measuring the script as it "
+    "is with each; with --keep, write the winner.",
+)
+@click.option(
+    "--tune-budget",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds of runs --tune may start (the first round always runs).",
+)
+@click.option(
     "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Runs per variant (A B A B)."
 )
 @click.option(
@@ -1001,6 +1014,8 @@ def verify(
     unsafe_fixes: bool,
     each: bool,
     keep: bool,
+    tune: str | None,
+    tune_budget: float,
     repeat: int,
     threads: int | None,
     timeout: float,
@@ -1038,6 +1053,8 @@ def verify(
         unsafe_fixes=unsafe_fixes,
         each=each,
         keep=keep,
+        tune=tune,
+        tune_budget=tune_budget,
         timeout=timeout,
         trace_dir=trace_dir,
         torchrun=torchrun,

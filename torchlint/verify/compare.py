@@ -234,9 +234,11 @@ def not_measurable_here(codes: list[str], device: str) -> str | None:
     return "; ".join(sorted({GPU_ONLY[code] for code in codes}))
 
 
-def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
-    """`unsafe`: the fixes may change the computed values (see `loose_losses`). Then the mean loss is
-    compared over the first epoch (or every recorded step when that "epoch" is shorter than
+def compare_losses(
+    before: RunStats, after: RunStats, unsafe: bool, why: str = "an unsafe fix was applied"
+) -> Losses:
+    """`unsafe`: the fixes may change the computed values (see `loose_losses`; `why` says so). Then the
+    mean loss is compared over the first epoch (or every recorded step when that "epoch" is shorter than
     MIN_EPOCH_STEPS), within LOOSE_RTOL or within the noise of the per-step differences (three standard
     errors of their mean): randomness a fix legitimately changes (compile's dropout masks) moves single
     steps, not the mean beyond its noise, so the verdict does not flip with the number of steps."""
@@ -245,10 +247,7 @@ def compare_losses(before: RunStats, after: RunStats, unsafe: bool) -> Losses:
         epoch = min(before.first_epoch, after.first_epoch, recorded)
         count = epoch if epoch >= MIN_EPOCH_STEPS else recorded
         over = "the first epoch" if epoch >= MIN_EPOCH_STEPS else "every recorded step"
-        tolerance = (
-            f"loose: mean loss over {over} within rtol {LOOSE_RTOL:g} or the steps' noise (an unsafe fix "
-            "was applied)"
-        )
+        tolerance = f"loose: mean loss over {over} within rtol {LOOSE_RTOL:g} or the steps' noise ({why})"
     else:
         tolerance = (
             f"tight: every step within rtol {TIGHT['rtol']:g}, atol {TIGHT['atol']:g} "

@@ -65,6 +65,7 @@ def render_html(report: dict[str, Any]) -> str:
         _errors(report),
         _variants_table(report),
         _kept(report),
+        _tuned(report),
         _charts(report),
         _compile(report),
         _runtime_findings(report),
@@ -229,6 +230,39 @@ def _kept(report: dict[str, Any]) -> str:
     ]
     items += [f"<li>written: <code>{_e(path)}</code></li>" for path in report.get("written") or []]
     return f"<h2>Kept fixes</h2>\n<ul>{''.join(items) or '<li>nothing to keep</li>'}</ul>\n"
+
+
+def _tuned(report: dict[str, Any]) -> str:
+    """`--tune`'s curve, fastest first, the choice marked, then the decision and what was written."""
+    tuned = report.get("tune")
+    if not isinstance(tuned, dict):
+        return ""
+    loader = tuned.get("loader") or {}
+    where = f" built at <code>{_e(loader.get('filename'))}:{_e(loader.get('row'))}</code>" if loader else ""
+    rows = "".join(
+        f"<tr><td>{_e(_setting(point.get('options')))}</td>"
+        f"<td>{_number(point.get('mean_step_ms'), '.1f', ' ms')}</td>"
+        f"<td>{_number(point.get('speedup'), '.2f', 'x')}</td><td>{_e(point.get('runs'))}</td>"
+        f"<td>{_badge(str(point.get('verdict')))}{' (chosen)' if point.get('chosen') else ''}</td></tr>"
+        for point in tuned.get("curve") or []
+        if isinstance(point, dict)
+    )
+    table = (
+        "<table><tr><th>options</th><th>step</th><th>speed-up</th><th>runs</th><th>verdict</th></tr>"
+        f"{rows}</table>\n"
+        if rows
+        else ""
+    )
+    lines = [tuned.get("message"), tuned.get("advice")]
+    lines += [f"written: {path}" for path in tuned.get("written") or []]
+    items = "".join(f"<li>{_e(line)}</li>" for line in lines if line)
+    return f"<h2>Tuned DataLoader{where}</h2>\n{table}<ul>{items}</ul>\n"
+
+
+def _setting(options: Any) -> str:
+    if not isinstance(options, dict):
+        return _plain(options)
+    return ", ".join(f"{key}={value}" for key, value in options.items())
 
 
 def _fix_line(fix: Any) -> str:

@@ -17,6 +17,7 @@ import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torchlint.diagnostics import Diagnostic, fix_applies
 from torchlint.fix.apply import apply
@@ -59,13 +60,17 @@ class AppliedFix:
 
 @dataclass
 class Variant:
-    """One version of the project to run: `original` (no patch), one fix, or all of them."""
+    """One version of the project to run: `original` (no patch), one fix, all of them, or (`--tune`) the
+    original with one loader's options changed."""
 
     name: str  # "original", "all", or the fix's label
     kind: str  # "original" | "each" | "all"
     fixes: list[AppliedFix] = field(default_factory=list)
     patched: dict[str, str] = field(default_factory=dict)  # absolute path -> text
     originals: dict[str, str] = field(default_factory=dict)  # absolute path -> the text before (diffs)
+    # `--tune`: the DataLoader options set at run time for the loader built at a line,
+    # {"filename", "line", "options": {"num_workers": 4}} (the files are not patched)
+    loader_override: dict[str, Any] | None = None
 
     @property
     def unsafe(self) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from torchlint.fix.apply import unified_diff
-from torchlint.verify import compare, keep
+from torchlint.verify import compare, keep, tune
 from torchlint.verify.runner import RunResult
 from torchlint.verify.verifier import ArmResult, VerifyReport
 
@@ -173,6 +173,8 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
             "unsafe_fixes": options.unsafe_fixes,
             "each": options.each,
             "keep": options.keep,
+            "tune": options.tune,
+            "tune_budget_s": options.tune_budget if options.tune else None,
             "torchrun": options.torchrun,
             "profile_steps": options.profile_steps,
         },
@@ -188,6 +190,7 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
         "variants": variants,
         "runs": [_run_json(run, measured.get(run.index)) for run in report.runs],
         **keep.to_json(report.keep),
+        "tune": tune.to_json(report.tune, report.arms),
         "errors": report.errors,
         "warnings": report.warnings,
         "notes": report.notes,
@@ -301,6 +304,8 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
         f"{report.cpus} CPUs, load {load} at the start\n"
     )
     runs = f"{options.repeat} repeats, interleaved" if options.repeat > 1 else "1 run each"
+    if report.tune is not None:
+        runs = "--tune: the faster half of the candidates runs again, round after round, with the original"
     torchrun = f"; torchrun with {options.torchrun} processes (rank 0 reported)" if options.torchrun else ""
     out.write(f"{options.steps} timed steps after {options.warmup} warm-up steps, {runs}{torchrun}\n\n")
     rows = [table_header(data["variants"])]
@@ -381,11 +386,14 @@ def write_table(report: VerifyReport, out: TextIO) -> None:
             + "\n"
         )
     out.write(keep.summary(report.keep))
+    out.write(tune.summary(report.tune, report.arms))
     verdict = {
         "verified": "verified: no fix made training worse or changed its losses",
         "worse": "worse: a fix made training slower, changed the losses or broke the script (see above)",
         "failed": "failed: nothing could be verified (see the errors above)",
     }[data["verdict"]]
+    if report.tune is not None and data["verdict"] == "verified":
+        verdict = "verified: " + (report.tune.message if report.tune.loader is None else "tuned (see above)")
     if data["verdict"] == "failed" and data["errors"]:
         verdict = f"failed: {data['errors'][0].splitlines()[0].rstrip(':')} (details above)"
     out.write(f"\n{verdict}\n")

@@ -160,9 +160,11 @@ def run_once(
     trace: Path | None = None,
     progress: Progress | None = None,
     stop: StopFlag | None = None,
+    loader_override: dict[str, Any] | None = None,
 ) -> RunResult:
-    """Run the script once (patched with `patched`), watching it until it ends or times out; `Stopped`
-    (the run ended and its process group killed) when `stop` is set while it goes."""
+    """Run the script once (patched with `patched`; `--tune` sets a DataLoader's options: `loader_override`),
+    watching it until it ends or times out; `Stopped` (the run ended and its process group killed) when
+    `stop` is set while it goes."""
     tag = f"run{index}"
     spec_path = workdir / f"{tag}.spec.json"
     result_path = workdir / f"{tag}.result.json"
@@ -178,6 +180,7 @@ def run_once(
         "seed": config.seed,
         "profile_steps": config.profile_steps,
         "patched": patched,
+        "loader_override": loader_override,
         "result_path": str(result_path),
         "progress_path": str(progress_path),
         "trace_path": str(trace) if trace else None,

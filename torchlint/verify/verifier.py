@@ -25,12 +25,13 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchlint.verify import compare, keep, patches
+from torchlint.verify import compare, keep, patches, tune
 from torchlint.verify.runner import RunConfig, RunResult, run_once
 from torchlint.verify.stopping import StopFlag, Stopped, stop_on_signals
 from torchlint.workspace.fs import FileSystem
@@ -57,6 +58,8 @@ class VerifyOptions:
     config_file: Path | None = None
     keep_logs: bool = False
     keep: bool = False  # measure each fix, then write the ones that paid (torchlint.verify.keep)
+    tune: str | None = None  # "workers": search the training DataLoader's options (torchlint.verify.tune)
+    tune_budget: float = 600.0  # seconds of runs the search may start
 
 
 # What torch says when a script that expects torchrun's environment is started on its own.
@@ -101,6 +104,7 @@ class VerifyReport:
     load_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
     workdir: Path | None = None
     keep: keep.Outcome | None = None  # with --keep: what was kept, dropped and written
+    tune: tune.Outcome | None = None  # with --tune: the loader searched, the choice, what was written
 
     @property
     def busy(self) -> bool:
@@ -111,7 +115,9 @@ class VerifyReport:
     def exit_code(self) -> int:
         if not self.arms or self.arms[0].failure:
             return 2
-        if any(arm.verdict in ("slower", "changed losses") or arm.failure for arm in self.arms[1:]):
+        # A --tune candidate slower than the script is a point of its curve, not a fix gone wrong.
+        fixes = [arm for arm in self.arms[1:] if arm.variant.kind != "tune"]
+        if any(arm.verdict in ("slower", "changed losses") or arm.failure for arm in fixes):
             return 1
         return 2 if self.errors else 0
 
@@ -164,6 +170,13 @@ def verify(
         raise UsageError(unstartable)
     if options.steps < 1 or options.warmup < 0 or options.repeat < 1:
         raise UsageError("--steps and --repeat must be at least 1, --warmup at least 0")
+    if options.tune is not None and options.tune not in tune.TUNABLE:
+        raise UsageError(f"--tune {options.tune}: what can be tuned is {', '.join(tune.TUNABLE)}")
+    if options.tune and options.each:
+        raise UsageError(
+            "--tune measures the script as it is with one DataLoader's options changed per run, not its "
+            "fixes: run --each (or --keep) without --tune to measure the fixes"
+        )
     if not torch_installed():
         raise UsageError(
             f"torch is not installed in {sys.executable}, which runs the script: install it there "
@@ -198,11 +211,14 @@ def verify(
     )
     arms = [ArmResult(variant) for variant in planned.variants]
     report = VerifyReport(options, threads, cpus, arms, [], planned.findings, list(planned.warnings))
-    if options.keep:
+    if options.tune:
+        report.arms = arms = arms[:1]  # the candidates come from the original's run
+        report.tune = tune.Outcome()
+    elif options.keep:
         variants, unmeasured = keep.alone_only(planned.variants)
         report.arms = arms = [ArmResult(variant) for variant in variants]
         report.keep = keep.Outcome(unmeasured)
-    if len(arms) == 1:
+    if len(arms) == 1 and not options.tune:
         report.notes.append("nothing to fix with the selected rules: only the original was measured")
     if options.trace_dir is not None:
         options.trace_dir.mkdir(parents=True, exist_ok=True)
@@ -211,7 +227,11 @@ def verify(
         report.workdir = workdir
         try:
             _run_all(options, config, report, on_start, on_end, stop)
+            if report.tune is not None:
+                _tune(options, config, report, on_start, on_end, stop)
             _decide(report)
+            if report.tune is not None:
+                _choose_tuned(report, report.tune)
             if report.keep is not None:
                 _measure_kept(options, config, report, on_start, on_end, stop)
         except Stopped as stopped:
@@ -233,6 +253,10 @@ def verify(
         report.workdir = None
     if report.keep is not None:  # last: a signal before it ended the runs with nothing written
         _write_kept(report, report.keep)
+    if report.tune is not None and report.tune.best is not None and options.keep:
+        error = tune.write(report.tune, patches.project_folder(options.script))
+        if error:
+            report.errors.append(error)
     return report
 
 
@@ -271,23 +295,30 @@ def _run_all(
     on_start: ProgressFactory | None,
     on_end: Callable[[RunResult], None] | None,
     stop: StopFlag,
-    first: int = 0,
+    only: list[ArmResult] | None = None,
+    times: int | None = None,
 ) -> None:
-    """Every run of the arms from `first` on (`--keep` adds the kept set once the others are decided),
-    interleaved (A B A B), into `report`; `Stopped` when a signal comes."""
+    """Every run of `only` (default: every arm), `times` each (default: --repeat), interleaved (A B A B),
+    into `report`; `Stopped` when a signal comes. `--keep` adds the kept set once the others are decided,
+    `--tune` its candidates round after round."""
     arms = report.arms
+    chosen = arms if only is None else only
+    times = options.repeat if times is None else times
     workdir = report.workdir
     assert workdir is not None
-    if not first:
+    if not report.runs:
         report.load_before = os.getloadavg()
     index = len(report.runs)
-    count = index + (len(arms) - first) * options.repeat
+    count = index + len(chosen) * times
     try:
-        for repeat in range(options.repeat):
-            for number, arm in enumerate(arms):
-                if number < first or arm.failure or (number and arms[0].failure and not arms[0].stats):
+        for _ in range(times):
+            for arm in chosen:
+                number = arms.index(arm)
+                if arm.failure or (number and arms[0].failure and not arms[0].stats):
                     continue
-                label = arm.variant.name if options.repeat == 1 else f"{arm.variant.name} #{repeat + 1}"
+                repeat = len(arm.runs)
+                several = options.repeat > 1 or repeat or times > 1 or report.tune is not None
+                label = f"{arm.variant.name} #{repeat + 1}" if several else arm.variant.name
                 trace = None
                 if options.trace_dir is not None:
                     trace = (
@@ -296,7 +327,17 @@ def _run_all(
                 if stop.signum is not None:  # between two runs
                     raise Stopped(stop.signum)
                 progress = on_start(label, index, count) if on_start else None
-                result = run_once(config, arm.variant.patched, workdir, label, index, trace, progress, stop)
+                result = run_once(
+                    config,
+                    arm.variant.patched,
+                    workdir,
+                    label,
+                    index,
+                    trace,
+                    progress,
+                    stop,
+                    arm.variant.loader_override,
+                )
                 index += 1
                 report.runs.append(result)
                 arm.runs.append(result)
@@ -307,7 +348,10 @@ def _run_all(
                 failure = _failure(result, options)
                 if failure:
                     arm.failure = failure
-                    report.errors.append(failure)
+                    if arm.variant.kind == "tune":  # a candidate that fails is a point of the curve
+                        report.notes.append(failure.splitlines()[0])
+                    else:
+                        report.errors.append(failure)
                     if result.status == "crashed" and result.raw and result.steps > options.warmup:
                         # Crashed midway: what it measured before the crash is still compared.
                         arm.stats.append(compare.run_stats(result.raw, options.warmup))
@@ -316,10 +360,12 @@ def _run_all(
                 arm.stats.append(compare.run_stats(result.raw, options.warmup))
                 if result.steps < options.warmup + options.steps:
                     asked = options.warmup + options.steps
-                    report.notes.append(
-                        f"run {label!r}: the script ended after {result.steps} of {asked} steps "
-                        f"({options.warmup} warm-up): measured what it did"
+                    ended = (
+                        f"the script ended after {result.steps} of {asked} steps ({options.warmup} warm-up): "
+                        "measured what it did"
                     )
+                    if not any(note.endswith(ended) for note in report.notes):  # said once, not per run
+                        report.notes.append(f"run {label!r}: {ended}")
     finally:
         report.load_after = os.getloadavg()
 
@@ -400,8 +446,12 @@ def _decide(report: VerifyReport, first: int = 0) -> None:
             continue
         arm.speed = compare.compare_speed(original.stats, arm.stats)
         arm.memory = compare.compare_memory(original.stats, arm.stats)
-        loose = compare.loose_losses(arm.variant.codes, arm.variant.applicabilities)
-        arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], loose)
+        if arm.variant.kind == "tune":
+            why = "worker processes draw other random numbers for augmentations"
+            arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], True, why)
+        else:
+            loose = compare.loose_losses(arm.variant.codes, arm.variant.applicabilities)
+            arm.losses = compare.compare_losses(original.stats[0], arm.stats[0], loose)
         if arm.losses.verdict == "differ":
             arm.verdict = "changed losses"
         elif compare.trades_time_for_memory(arm.variant.codes) and arm.memory.verdict == "less":
@@ -417,11 +467,16 @@ def _decide(report: VerifyReport, first: int = 0) -> None:
         elif compare.not_measurable_here(arm.variant.codes, report.device):
             # Pinned memory, non_blocking without CUDA: any difference measured is the machine's noise.
             arm.verdict = "not measurable here"
-        elif arm.speed.verdict in ("slower", "faster") and report.busy and report.options.repeat == 1:
+        elif arm.speed.verdict in ("slower", "faster") and report.busy and _one_run(arm, original):
             # One run each on a machine busy with other work: a drift of its load looks like a change.
             arm.verdict = "inconclusive"
         else:
             arm.verdict = arm.speed.verdict
+
+
+def _one_run(arm: ArmResult, original: ArmResult) -> bool:
+    """Either arm ran once (`--tune`'s finalists run in several rounds, whatever --repeat says)."""
+    return min(len(arm.runs), len(original.runs)) < 2
 
 
 def _measure_kept(
@@ -449,6 +504,75 @@ def _measure_kept(
     if together is not None and best is not None:
         together.variant.name, together.variant.kind = "all that paid", "together"
         _run_kept(options, config, report, [best], on_start, on_end, stop)
+
+
+def _tune(
+    options: VerifyOptions,
+    config: RunConfig,
+    report: VerifyReport,
+    on_start: ProgressFactory | None,
+    on_end: Callable[[RunResult], None] | None,
+    stop: StopFlag,
+) -> None:
+    """`--tune workers`: successive halving over the loader's worker counts (the original runs in every
+    round), then the winner against twice its prefetching; the choice is made once all is decided."""
+    outcome = report.tune
+    assert outcome is not None
+    original = report.arms[0]
+    raw = original.runs[0].raw if original.runs else None
+    if original.failure or not original.stats or raw is None:
+        outcome.message = "the original run failed: nothing tuned, no file written"
+        return
+    found = tune.target(raw, patches.project_folder(options.script))
+    if isinstance(found, str):
+        outcome.message = found
+        return
+    outcome.loader = found
+    candidates = [ArmResult(variant) for variant in tune.candidates(found, report.cpus)]
+    report.arms.extend(candidates)
+    started = time.monotonic()
+    running: list[ArmResult] = candidates
+    field = [original, *candidates]
+    while True:
+        _run_all(options, config, report, on_start, on_end, stop, only=running)
+        outcome.rounds += 1
+        field = tune.halve(field)
+        if len(field) <= 1:
+            break
+        running = field if original in field else [original, *field]
+        left = options.tune_budget - (time.monotonic() - started)
+        walls = [run.wall for run in report.runs]
+        if not tune.round_fits(left, len(running) * options.repeat, sum(walls) / len(walls)):
+            report.notes.append(
+                f"--tune: the time budget ({options.tune_budget:g} s) ended the search after "
+                f"{outcome.rounds} round(s), {len(field)} candidates left: the fastest of them is chosen"
+            )
+            break
+    outcome.finalists = list(field)
+    winner = min(field, key=tune.step_time, default=None)
+    challenger = tune.more_prefetching(found, winner) if winner is not None else None
+    left = options.tune_budget - (time.monotonic() - started)
+    if winner is None or challenger is None:
+        return
+    walls = [run.wall for run in report.runs]
+    if not tune.round_fits(left, 4 * options.repeat, sum(walls) / len(walls)):
+        report.notes.append("--tune: no time left in the budget to try more prefetching")
+        return
+    extra = ArmResult(challenger)
+    report.arms.append(extra)
+    _run_all(options, config, report, on_start, on_end, stop, only=[extra, winner], times=2 * options.repeat)
+    outcome.prefetch = (extra, winner)
+
+
+def _choose_tuned(report: VerifyReport, outcome: tune.Outcome) -> None:
+    """`--tune`: once every candidate is decided against the original, the one to recommend."""
+    if outcome.loader is None:
+        return
+    finalists = list(outcome.finalists)
+    challenger, base = outcome.prefetch or (None, None)
+    if challenger is not None and tune.better_prefetching(challenger, base):
+        finalists.append(challenger)
+    tune.choose(outcome, finalists, report.arms[0])
 
 
 def _run_kept(
@@ -481,7 +605,7 @@ def _run_kept(
     outcome.variant, outcome.sources = combined.variant, combined.sources
     arm = ArmResult(combined.variant)
     report.arms.append(arm)
-    _run_all(options, config, report, on_start, on_end, stop, first=len(report.arms) - 1)
+    _run_all(options, config, report, on_start, on_end, stop, only=[arm])
     _decide(report, first=len(report.arms) - 1)
     return arm
 

@@ -240,23 +240,25 @@ class Recorder:
     def _no_step_limit(self) -> int:
         return max(NO_STEP_BATCHES_PER_STEP * self.total, NO_STEP_MIN_BATCHES)
 
-    def on_loader(self, loader: Any) -> int:
-        frame = sys._getframe(2)
-        while frame is not None and frame.f_code.co_filename.startswith((TORCH_DIR, BOOTSTRAP_DIR)):
-            frame = frame.f_back
-        site = {"filename": None, "line": None}
-        if frame is not None:
-            site = {"filename": os.path.abspath(frame.f_code.co_filename), "line": frame.f_lineno}
+    def on_loader(self, loader: Any, site: dict[str, Any]) -> int:
         self.loaders.append(
             {
                 **site,
                 "num_workers": getattr(loader, "num_workers", None),
+                "prefetch_factor": getattr(loader, "prefetch_factor", None),
                 "pin_memory": getattr(loader, "pin_memory", None),
                 "persistent_workers": getattr(loader, "persistent_workers", None),
                 "batch_size": getattr(loader, "batch_size", None),
             }
         )
         return len(self.loaders) - 1
+
+    def overridden(self, site: dict[str, Any]) -> dict[str, Any] | None:
+        """The DataLoader options `--tune` sets for the loader built at `site` (None: the script's own)."""
+        override = self.spec.get("loader_override")
+        if not override or (override["filename"], override["line"]) != (site["filename"], site["line"]):
+            return None
+        return override["options"]
 
     # -- profiler ---------------------------------------------------------------------------------------
 
@@ -485,6 +487,32 @@ def _leave() -> None:
     os._exit(0)
 
 
+def loader_site(frame: Any) -> dict[str, Any]:
+    """Where the script built a DataLoader: the innermost frame outside torch and the verifier (a project's
+    subclass calling `super().__init__` is its own site)."""
+    while frame is not None and frame.f_code.co_filename.startswith((TORCH_DIR, BOOTSTRAP_DIR)):
+        frame = frame.f_back
+    if frame is None:
+        return {"filename": None, "line": None}
+    return {"filename": os.path.abspath(frame.f_code.co_filename), "line": frame.f_lineno}
+
+
+def with_options(
+    init: Any, loader: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of a DataLoader's `__init__` with `options` set, however the script passed them
+    (positionally too). Without workers, the options that need them go back to their defaults: torch
+    refuses `prefetch_factor` and `persistent_workers=True` with `num_workers=0`."""
+    import inspect
+
+    bound = inspect.signature(init).bind(loader, *args, **kwargs)
+    bound.arguments.update(options)
+    if bound.arguments.get("num_workers") == 0:
+        bound.arguments.pop("prefetch_factor", None)
+        bound.arguments.pop("persistent_workers", None)
+    return bound.args[1:], bound.kwargs
+
+
 def install(recorder: Recorder) -> None:
     """Install the hooks in this process (the entry's, or a measured spawn target's)."""
     optimizer_module.register_optimizer_step_post_hook(recorder.on_optimizer_step)
@@ -511,10 +539,14 @@ def install(recorder: Recorder) -> None:
     original_iter = loader_class.__iter__
 
     def recorded_init(loader: Any, *args: Any, **kwargs: Any) -> None:
+        site = loader_site(sys._getframe(1))
+        options = recorder.overridden(site) if not hasattr(loader, "_torchlint_index") else None
+        if options:
+            args, kwargs = with_options(original_init, loader, args, kwargs, options)
         original_init(loader, *args, **kwargs)
         if recorder.active() and not hasattr(loader, "_torchlint_index"):
             try:
-                loader.__dict__["_torchlint_index"] = recorder.on_loader(loader)
+                loader.__dict__["_torchlint_index"] = recorder.on_loader(loader, site)
             except Exception:  # noqa: BLE001 - never fail the user's DataLoader
                 pass
 
