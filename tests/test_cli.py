@@ -117,9 +117,9 @@ def test_exit_zero_keeps_findings_but_not_errors(project):
 
 
 def test_a_selection_that_enables_no_rule_is_an_error_not_a_pass(project):
-    """`--select TL5` names the tuning-guide family, which has no rules yet: nothing would be checked."""
+    """`--select TL1 --ignore TL1`: the tie goes to `ignore`, so nothing would be checked."""
     (project / "train.py").write_text(DEPRECATED)
-    result = invoke("--select", "TL5")
+    result = invoke("--select", "TL1", "--ignore", "TL1")
     assert result.exit_code == 2
     assert "error: no rule is enabled for any file" in result.stderr
     assert "All checks passed" not in result.output

@@ -55,7 +55,15 @@ COLUMNS = ("repo", "path", "line", "code", "verdict", "reason")
 VERDICTS = ("TP", "FP", "unsure", "MISS", "?")
 CHECK = ("check", "--isolated", "--no-cache", "--select", "ALL", "--exit-zero", "--output-format", "json")
 MOVE_WINDOW = 15  # lines: a finding this close to a vanished one of the same file and code has moved
-FAMILIES = {"1": "compile", "2": "data loading", "3": "mixed precision", "4": "checkpointing", "0": "errors"}
+FAMILIES = {
+    "1": "compile",
+    "2": "data loading",
+    "3": "mixed precision",
+    "4": "checkpointing",
+    "5": "tuning guide",
+    "6": "distributed",
+    "0": "errors",
+}
 
 
 @dataclass(frozen=True)

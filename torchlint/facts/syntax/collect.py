@@ -484,7 +484,7 @@ class Collector:
     def _if(self, node: cst.CSTNode, scope: Scope) -> None:
         assert isinstance(node, cst.If)
         self.walk(node.test, scope)
-        if scope.kind is ScopeKind.MODULE and _is_main_guard(node.test):
+        if scope.kind is ScopeKind.MODULE and is_main_guard(node.test):
             self.has_main_guard = True
             self.walk(node.body, scope)  # the script's entry point: as unconditional as module code
         else:
@@ -575,7 +575,7 @@ def _is_forever(test: cst.BaseExpression) -> bool:
     )
 
 
-def _is_main_guard(test: cst.BaseExpression) -> bool:
+def is_main_guard(test: cst.BaseExpression) -> bool:
     """`if __name__ == "__main__":` (either operand order)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False
