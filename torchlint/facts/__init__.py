@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.calls import Argument, CallArguments, Signature
     from torchlint.facts.syntax.collect import LoopRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.callers import CallerAnalysis
     from torchlint.facts.torch.loaders import Loader
     from torchlint.facts.torch.models import CompileSite, Model, ModelAnalysis
     from torchlint.facts.torch.moves import Move
@@ -254,6 +255,14 @@ class ModuleFacts:
         from torchlint.facts.torch.training import TrainingAnalysis
 
         return self.source.analysis(TrainingAnalysis)
+
+    @property
+    def callers(self) -> CallerAnalysis:
+        """Who runs this module's code from other project files, and the device a loop trains on as they
+        say (`callers.loop_device(loop)`)."""
+        from torchlint.facts.torch.callers import CallerAnalysis
+
+        return self.source.analysis(CallerAnalysis)
 
     @property
     def models(self) -> ModelAnalysis:

@@ -51,7 +51,7 @@ def describe(facts: ModuleFacts) -> list[str]:
     if precision.unsafe_under_autocast:  # why TL301 offers no autocast fix in this module
         out.append(f"  no autocast fix: {precision.unsafe_under_autocast}")
     for loop in facts.training.training_loops:
-        device = precision.loop_device(loop)
+        device = facts.callers.loop_device(loop)
         if device is not facts.device.device:
             said = f"trains on {device.label}, as the files calling it say"
             out.append(f"  loop at line {line(loop.node)}: {said}")

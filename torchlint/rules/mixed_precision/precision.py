@@ -31,8 +31,8 @@ from torchlint.facts.syntax.calls import Argument, Signature, read_call
 from torchlint.facts.syntax.names import BindingKind, dotted
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import calls_in, child_nodes, contains, descendants, statements
+from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.frameworks import off_unless_asked
-from torchlint.facts.torch.vocabulary import Device
 from torchlint.rules.mixed_precision.steps import grad_free_calls
 
 if TYPE_CHECKING:
@@ -360,7 +360,8 @@ class PrecisionAnalysis:
 
         found = []
         callers = [(self.source, call) for call in self.source.callers_of(function)]
-        for module, call in callers + self.calls_elsewhere([function]):
+        elsewhere = self.source.analysis(CallerAnalysis).calls_elsewhere([function])
+        for module, call in callers + elsewhere:
             argument = argument_for(call.node, function, param)
             if argument is None:
                 continue
@@ -986,20 +987,8 @@ class PrecisionAnalysis:
             other = target[0] if target is not None else source
             if other is not source and other.analysis(PrecisionAnalysis).evidence:
                 return True
-        return any(other.analysis(PrecisionAnalysis).evidence for other in self.importers())
-
-    def loop_device(self, loop: LoopRecord) -> Device:
-        """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper
-        `train_one_epoch(model, loader, optimizer, device)` moving batches to a parameter), the strongest
-        evidence of the project files that call into it — as a loader's device comes from the files that
-        train with it."""
-        from torchlint.facts.torch.devices import DeviceAnalysis
-
-        own = self.source.analysis(DeviceAnalysis).evidence.device
-        if own.may_be_cuda:
-            return own
-        modules = {id(module): module for module, _ in self.callers_elsewhere(loop)}
-        return max((own, *(m.analysis(DeviceAnalysis).evidence.device for m in modules.values())))
+        importers = self.source.analysis(CallerAnalysis).importers()
+        return any(other.analysis(PrecisionAnalysis).evidence for other in importers)
 
     def framework_owns(self, loop: LoopRecord) -> bool:
         """A framework decides the loop's precision: the module makes a Lightning `Trainer`/`Fabric` or an
@@ -1042,59 +1031,6 @@ class PrecisionAnalysis:
             source.qualname(call.node.func, call.scope) == "torch.distributed.autograd.backward"
             for call in loop.all_calls()
         )
-
-    def callers_elsewhere(self, loop: LoopRecord) -> list[tuple[SourceModule, CallRecord]]:
-        """The calls in other project files that run `loop`: calls of the function holding it or of a
-        function of this module leading to it (`train_one_epoch(...)` in main.py), and, for a method, the
-        constructions of its class (`Trainer(model, loader, ...)`, then `trainer.train()`)."""
-        source = self.source
-        functions: list[FunctionRecord] = []
-        frontier = [loop.function] if loop.function is not None else []
-        while frontier:
-            function = frontier.pop()
-            if function is None or any(function is seen for seen in functions):
-                continue
-            functions.append(function)
-            frontier += [call.function for call in source.callers_of(function)]
-        return self.calls_elsewhere(functions)
-
-    def calls_elsewhere(self, functions: list[FunctionRecord]) -> list[tuple[SourceModule, CallRecord]]:
-        """Calls in the files importing this one that run one of `functions` (or construct its class)."""
-        classes = {f.owner.name: f.owner for f in functions if f.owner is not None}
-        found = []
-        for other in self.importers() if functions else ():
-            for call in other.calls:
-                target = other.callee(call)
-                if target is not None and any(target[1] is f for f in functions):
-                    found.append((other, call))
-                    continue
-                func = call.node.func
-                name = func.value if isinstance(func, cst.Name) else ""
-                name = func.attr.value if isinstance(func, cst.Attribute) else name
-                if name in classes:
-                    resolved = other.resolve_class(func, call.scope)
-                    if resolved is not None and resolved[1] is classes[name]:
-                        found.append((other, call))
-        return found
-
-    def importers(self, depth: int = 2) -> list[SourceModule]:
-        """The project modules that import this one, and those that import them (a package's
-        `__init__.py` re-exports the training function that a script calls)."""
-        source = self.source
-        found: list[SourceModule] = []
-        frontier = [source]
-        for _ in range(depth):
-            following = []
-            for module in frontier:
-                if module.project is None or module.file is None:
-                    continue
-                for importer in module.project.importers_of(module.file):
-                    other = module.project.facts_for(importer, source.file)
-                    if other is not None and other is not source and other not in found:
-                        found.append(other)
-                        following.append(other)
-            frontier = following
-        return found
 
     @cached_property
     def unsafe_under_autocast(self) -> str:

@@ -79,7 +79,7 @@ class TrainingWithoutAutocast(Rule):
             return  # an API demo of a few steps: its numerics are the point, not its speed
         for loop in facts.training.training_loops:
             # The device of this file, or of the files that call the loop's function when it shows none
-            device = _precision(facts).loop_device(loop)
+            device = facts.callers.loop_device(loop)
             if not (device.may_be_cuda or (self.settings.device == "cuda" and device is Device.UNKNOWN)):
                 continue  # CPU-only (or unknown) training: autocast on the GPU does not apply
             if _precision(facts).framework_owns(loop):
@@ -111,7 +111,7 @@ class TrainingWithoutAutocast(Rule):
         # The device the script picks (`device.type`, or `device` when it is a string "cuda" or "cpu") when
         # it may be the CPU ("cuda when available"), so that the CPU path gets CPU autocast instead of a
         # disabled CUDA one and a warning; else "cuda".
-        may_be_cpu = _precision(facts).loop_device(loop) is not Device.CUDA
+        may_be_cpu = facts.callers.loop_device(loop) is not Device.CUDA
         picked = may_be_cpu and _steps(facts).device_type(loop, name)
         device_type = picked or '"cuda"'
         header = f"{name}.autocast(device_type={device_type}, dtype={name}.bfloat16)"

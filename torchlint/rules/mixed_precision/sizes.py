@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import BindingKind, dotted
+from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.models import ModelAnalysis, unplaced
 
 if TYPE_CHECKING:
@@ -194,9 +195,7 @@ def _passed(home: SourceModule, name: str, scope: Scope, depth: int) -> list[Bui
     if function is None or _handed_over(home, function):
         return None
     calls: list[tuple[SourceModule, CallRecord]] = [(home, call) for call in home.callers_of(function)]
-    from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
-
-    calls += home.analysis(PrecisionAnalysis).calls_elsewhere([function])
+    calls += home.analysis(CallerAnalysis).calls_elsewhere([function])
     if not calls:
         return None  # called from nowhere this reading sees
     found: list[Build] = []
@@ -216,14 +215,12 @@ def _handed_over(home: SourceModule, function: FunctionRecord) -> bool:
     method of a class subclassed here or in a file importing this one (`super().__init__(other)`)."""
     owner = function.owner
     if owner is not None:
-        from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
-
         # by name first: resolving every base of every class would read the files they come from
         return any(
             (dotted(base.value) or "").rpartition(".")[2] == owner.name
             and (resolved := module.resolve_class(base.value, cls.scope)) is not None
             and resolved[1] is owner
-            for module in (home, *home.analysis(PrecisionAnalysis).importers())
+            for module in (home, *home.analysis(CallerAnalysis).importers())
             for cls in module.classes
             for base in cls.node.bases
         )

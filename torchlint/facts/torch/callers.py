@@ -1,0 +1,91 @@
+"""Who runs this module's code from the rest of the project, and what that says about its training loops.
+
+A helper `train_one_epoch(model, loader, optimizer, device)` moves its batches to a parameter: its own file
+says nothing of the device. The files that import it, call it (or construct the class whose method holds
+the loop) and say where they train do. Several families ask (mixed precision for a loop's device and the
+autocast contexts callers pass, the tuning guide for the device of a loop that reads its loss).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.vocabulary import Device
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+
+class CallerAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+        self._importers: dict[int, list[SourceModule]] = {}
+
+    def loop_device(self, loop: LoopRecord) -> Device:
+        """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper
+        moving batches to a parameter), the strongest evidence of the project files that call into it — as
+        a loader's device comes from the files that train with it."""
+        own = self.source.analysis(DeviceAnalysis).evidence.device
+        if own.may_be_cuda:
+            return own
+        modules = {id(module): module for module, _ in self.callers_elsewhere(loop)}
+        return max((own, *(m.analysis(DeviceAnalysis).evidence.device for m in modules.values())))
+
+    def callers_elsewhere(self, loop: LoopRecord) -> list[tuple[SourceModule, CallRecord]]:
+        """The calls in other project files that run `loop`: calls of the function holding it or of a
+        function of this module leading to it (`train_one_epoch(...)` in main.py), and, for a method, the
+        constructions of its class (`Trainer(model, loader, ...)`, then `trainer.train()`)."""
+        source = self.source
+        functions: list[FunctionRecord] = []
+        frontier = [loop.function] if loop.function is not None else []
+        while frontier:
+            function = frontier.pop()
+            if function is None or any(function is seen for seen in functions):
+                continue
+            functions.append(function)
+            frontier += [call.function for call in source.callers_of(function)]
+        return self.calls_elsewhere(functions)
+
+    def calls_elsewhere(self, functions: list[FunctionRecord]) -> list[tuple[SourceModule, CallRecord]]:
+        """Calls in the files importing this one that run one of `functions` (or construct its class)."""
+        classes = {f.owner.name: f.owner for f in functions if f.owner is not None}
+        found = []
+        for other in self.importers() if functions else ():
+            for call in other.calls:
+                target = other.callee(call)
+                if target is not None and any(target[1] is f for f in functions):
+                    found.append((other, call))
+                    continue
+                func = call.node.func
+                name = func.value if isinstance(func, cst.Name) else ""
+                name = func.attr.value if isinstance(func, cst.Attribute) else name
+                if name in classes:
+                    resolved = other.resolve_class(func, call.scope)
+                    if resolved is not None and resolved[1] is classes[name]:
+                        found.append((other, call))
+        return found
+
+    def importers(self, depth: int = 2) -> list[SourceModule]:
+        """The project modules that import this one, and those that import them (a package's
+        `__init__.py` re-exports the training function that a script calls)."""
+        if depth in self._importers:
+            return self._importers[depth]
+        source = self.source
+        found: list[SourceModule] = []
+        frontier = [source]
+        for _ in range(depth):
+            following = []
+            for module in frontier:
+                if module.project is None or module.file is None:
+                    continue
+                for importer in module.project.importers_of(module.file):
+                    other = module.project.facts_for(importer, source.file)
+                    if other is not None and other is not source and other not in found:
+                        found.append(other)
+                        following.append(other)
+            frontier = following
+        self._importers[depth] = found
+        return found
