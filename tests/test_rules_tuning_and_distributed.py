@@ -162,7 +162,7 @@ def test_data_parallel_chained_with_a_placement_in_main_is_flagged():
     """
     found = Linter().check_text("train.py", textwrap.dedent(source), settings(select=("TL602",)))
     assert [(d.location.line, d.location.column) for d in found] == [(9, 13)]
-    assert said(found[0]).startswith("`DataParallel` trains `model` in one process with a thread per GPU")
+    assert found[0].message.startswith("`DataParallel` runs `model` in one process with a thread per GPU")
     assert found[0].note == (
         "no automatic fix: DistributedDataParallel needs a process per GPU (`torchrun`), a process group and a "
         "`DistributedSampler`"
@@ -243,3 +243,286 @@ def test_test_files_get_no_data_parallel_advice():
     )
     found = Linter().check_text("tests/test_parallel.py", source, settings(select=("TL602",)))
     assert found == []
+
+
+# -- TL501 ----------------------------------------------------------------------------------------------------
+
+
+def test_a_script_reading_the_loss_every_step_is_flagged_but_not_every_n_steps():
+    source = """\
+    import torch
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = Net().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    running = 0.0
+    for step, (inputs, targets) in enumerate(loader):
+        loss = criterion(model(inputs.to(device)), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running += loss.item()
+        progress.set_description(f"loss {loss:.3f}")
+        if step % 100 == 0:
+            print(loss.item())
+    print(loss.item())
+    """
+    found = Linter().check_text("train.py", textwrap.dedent(source), settings(select=("TL501",)))
+    assert [(d.location.line, d.location.column, d.message) for d in found] == [
+        (
+            12,
+            16,
+            "`loss.item()` reads `loss` from the GPU every training step: the CPU waits for the step's GPU work "
+            "to finish before it can queue the next one",
+        ),
+        (
+            13,
+            30,
+            '`f"loss {loss:.3f}"` reads `loss` from the GPU every training step: the CPU waits for the step\'s '
+            "GPU work to finish before it can queue the next one",
+        ),
+    ]
+    assert found[0].note == (
+        "no automatic fix: keep a running total on the device (`total += loss.detach()`) and read it once per "
+        "log interval (`if step % log_every == 0:`)"
+    )
+
+
+def test_main_with_meters_reads_what_is_computed_from_the_loss_but_not_a_value_already_read():
+    source = """\
+    import argparse
+    import math
+    import sys
+
+    import torch
+
+
+    def main():
+        args = argparse.ArgumentParser().parse_args()
+        model = Net().cuda()
+        optimizer = torch.optim.AdamW(model.parameters())
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(args.epochs):
+            for inputs, targets in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(model(inputs.cuda()), targets.cuda())
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    sys.exit(1)
+                loss = loss / args.accumulation
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                reduced = reduce_mean(loss.detach())
+                losses.update(reduced.item(), inputs.size(0))
+                total = float(loss_value)
+                meter.update(loss.detach().cpu().numpy())
+    """
+    assert _found(source, "TL501") == [("TL501", 17), ("TL501", 25), ("TL501", 27)]
+
+
+def test_a_trainer_class_and_a_framework_backward_are_read_too():
+    source = """\
+    import torch
+    from accelerate import Accelerator
+
+
+    class Trainer:
+        def __init__(self, model, loader):
+            self.accelerator = Accelerator()
+            self.model = model.cuda()
+            self.loader = loader
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+        def fit(self):
+            for inputs, targets in self.loader:
+                self.loss = criterion(self.model(inputs), targets)
+                self.accelerator.backward(self.loss)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                self.history.append(self.loss.item())
+    """
+    assert _found(source, "TL501") == [("TL501", 18)]
+
+
+def test_the_loop_in_a_helper_file_trains_on_the_device_of_the_file_that_builds_its_loader(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    engine = tmp_path / "engine.py"
+    engine.write_text(
+        textwrap.dedent(
+            """\
+            def train_one_epoch(model, loader, optimizer, device):
+                for inputs, targets in loader:
+                    loss = criterion(model(inputs.to(device)), targets.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    print("loss", loss.item())
+            """
+        )
+    )
+    (tmp_path / "main.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from torch.utils.data import DataLoader
+
+            from engine import train_one_epoch
+
+            device = torch.device("cuda")
+            model = Net().to(device)
+            loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                train_one_epoch(model, loader, optimizer, device)
+            """
+        )
+    )
+    found = Linter().check_text(str(engine), engine.read_text(), settings(select=("TL501",)))
+    assert [(d.code, d.location.line) for d in found] == [("TL501", 7)]
+
+
+def test_cpu_and_xla_training_and_evaluation_loops_are_silent():
+    cpu = """\
+    import torch
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, targets in loader:
+        loss = criterion(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(loss.item())
+    """
+    assert _found(cpu, "TL501") == []
+    xla = """\
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    device = xm.xla_device()
+    model = Net().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, targets in loader:
+        loss = criterion(model(inputs.to(device)), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        xm.optimizer_step(optimizer)
+        print(loss.item())
+    """
+    assert _found(xla, "TL501") == []
+    evaluation = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, targets in loader:
+        loss = criterion(model(inputs.cuda()), targets.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        for inputs, targets in val_loader:
+            val_loss = criterion(model(inputs.cuda()), targets.cuda())
+            total += val_loss.item()
+    """
+    assert _found(evaluation, "TL501") == []
+
+
+def test_which_branches_run_every_step_and_which_names_hold_numbers():
+    source = """\
+    import math
+
+    import torch
+
+
+    def train(model_engine, loader, accelerator, args):
+        model_engine.cuda()
+        average = None
+        for step, batch in enumerate(loader):
+            loss = model_engine(batch)
+            model_engine.backward(loss)
+            model_engine.step()
+            norm = model_engine.get_global_grad_norm()
+            print(norm.item())
+            lossf = loss.detach()
+            lossf = lossf.item()
+            print(f"step {step} loss {lossf:.4f}")
+            average = loss.item() if average is None else 0.9 * average + 0.1 * loss.item()
+            if not math.isfinite(lossf):
+                print(f"loss is {loss.item()}")
+            if accelerator.is_main_process:
+                progress.set_postfix(loss=loss.item())
+            if args.log_every and step % args.log_every == 0:
+                print(loss.item())
+    """
+    found = _found(source, "TL501")
+    assert found == [("TL501", 16), ("TL501", 22)]
+
+
+def test_a_loop_that_also_validates_reads_every_training_step_only():
+    source = """\
+    import torch
+
+
+    def run_epoch(model, loader, optimizer, phase, writer):
+        model.cuda()
+        for step, (inputs, targets) in enumerate(loader):
+            loss = criterion(model(inputs.cuda()), targets.cuda())
+            if phase == "train":
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            else:
+                validation.append(loss.item())
+            if phase == "train":
+                writer.add_scalar("train_loss", loss.item(), step)
+            elif phase == "val":
+                writer.add_scalar("val_loss", loss.item(), step)
+    """
+    assert _found(source, "TL501") == [("TL501", 15)]
+
+
+def test_data_parallel_in_a_trainer_init_counts_and_in_an_evaluation_function_does_not():
+    trainer = """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, loader):
+            self.model = model
+            if torch.cuda.is_available():
+                self.model = torch.nn.DataParallel(self.model).cuda()
+            self.loader = loader
+
+        def train(self):
+            model, optimizer = self.model, torch.optim.SGD(self.model.parameters(), lr=0.1)
+            for inputs, targets in self.loader:
+                loss = criterion(model(inputs.cuda()), targets.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    """
+    assert _found(trainer, "TL602") == [("TL602", 8)]
+    evaluation = """\
+    import torch
+
+
+    def evaluate(model, loader):
+        if torch.cuda.device_count() > 1:
+            model = torch.nn.DataParallel(model)
+        with torch.no_grad():
+            return [model(inputs.cuda()) for inputs in loader]
+
+
+    def train(model, loader):
+        model.cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for inputs, targets in loader:
+            loss = criterion(model(inputs.cuda()), targets.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return evaluate(model, loader)
+    """
+    assert _found(evaluation, "TL602") == []

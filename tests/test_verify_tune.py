@@ -232,14 +232,17 @@ TRAIN = textwrap.dedent(
 
     def main():
         torch.manual_seed(0)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         loader = DataLoader(Reads(), batch_size=8, shuffle=True)
-        model = nn.Linear(4, 1)
+        model = nn.Linear(4, 1).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        losses = []
         for inputs, targets in loader:
-            loss = nn.functional.mse_loss(model(inputs), targets)
+            loss = nn.functional.mse_loss(model(inputs.to(device)), targets.to(device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            losses.append(loss.item())
 
 
     if __name__ == "__main__":
@@ -269,7 +272,10 @@ def test_candidates_whose_workers_break_the_script_are_points_of_the_curve_not_e
     done, report = _tune(tmp_path, broken, "--keep", "--html", "out.html")
     shown = done.stdout + done.stderr
     assert done.returncode == report["exit_code"] == 0 and report["errors"] == [], shown
-    assert report["tune"]["loader"] == {"filename": "train.py", "row": 20, "options": {"num_workers": 0}}
+    assert report["tune"]["loader"] == {"filename": "train.py", "row": 21, "options": {"num_workers": 0}}
+    # The loss read every step is counted at run time, and linked to the static finding there.
+    [sync] = [f for f in report["variants"][0]["runtime_findings"] if f["kind"] == "sync"]
+    assert (sync["location"]["row"], sync["static_findings_there"]) == (30, ["TL501"])
     curve = report["tune"]["curve"]
     assert curve[0]["options"] == {"num_workers": 0} and curve[0]["verdict"] == "baseline"
     assert {point["verdict"] for point in curve[1:]} == {"broke the script"}
@@ -280,7 +286,7 @@ def test_candidates_whose_workers_break_the_script_are_points_of_the_curve_not_e
     assert done.stdout.endswith("\nverified: tuned (see above)\n")
     assert (tmp_path / "train.py").read_text(encoding="utf-8") == TRAIN.format(read=broken)
     page = (tmp_path / "out.html").read_text(encoding="utf-8")
-    assert "<h2>Tuned DataLoader built at <code>train.py:20</code></h2>" in page
+    assert "<h2>Tuned DataLoader built at <code>train.py:21</code></h2>" in page
     assert "<li>the script&#x27;s own num_workers=0 measured best: nothing to change</li>" in page
 
 

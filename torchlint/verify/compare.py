@@ -400,7 +400,8 @@ def sync_findings(raw: dict[str, Any], static_at: Any) -> list[RuntimeFinding]:
 
     On a CPU nothing waits, but each such read would be a host-device sync on a GPU: the message says so.
     A site read less than once a step (a log line every N steps) is not a per-step cost: left out. No
-    static rule fixes these yet (`codes` is empty); the static findings at the line are linked."""
+    static rule fixes these (`codes` is empty); the static findings at the line are linked (TL501 where the
+    loss is read)."""
     syncs = raw.get("syncs") or {}
     on_cpu = syncs.get("source") == "tensor-reads"
     found = []

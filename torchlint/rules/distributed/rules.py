@@ -29,8 +29,8 @@ class DataParallelInTraining(Rule):
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for wrap in _wrappers(facts).data_parallel:
             message = (
-                f"`{wrap.callee_text}` trains `{wrap.model}` in one process with a thread per GPU: every "
-                "step copies the model to each GPU and scatters and gathers through the first one, and the "
+                f"`{wrap.callee_text}` runs `{wrap.model}` in one process with a thread per GPU: every step "
+                "copies the model to each GPU and scatters and gathers through the first one, and the "
                 "threads share the GIL; PyTorch recommends `DistributedDataParallel`, one process per GPU, "
                 "even on one machine"
             )

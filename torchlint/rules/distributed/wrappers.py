@@ -1,6 +1,9 @@
-"""Which trained models are wrapped in `nn.DataParallel`: a wrap event of a trained model (`ModelAnalysis`:
-its parameters reach an optimizer in a module that trains) whose callee is DataParallel, unless the model
-surely stays on the CPU, where DataParallel does nothing.
+"""Where `nn.DataParallel` runs in training: in a module that trains (`ModelAnalysis.trains`), every
+`DataParallel(...)` call among its own statements, in a function that trains (its loop, or a function it
+calls), or in a method of a class that trains (a trainer's `__init__`), and the wraps of its trained models
+wherever they are built; unless the module surely stays on the CPU, where DataParallel does nothing. A
+frozen teacher wrapped beside the trained student is scattered and gathered every step too; an
+`evaluate(model)` that wraps for a multi-GPU evaluation is no training.
 """
 
 from __future__ import annotations
@@ -10,9 +13,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.models import ModelAnalysis
+from torchlint.facts.torch.training import TrainingAnalysis
+from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 DATA_PARALLEL = frozenset(
@@ -26,7 +33,7 @@ DATA_PARALLEL = frozenset(
 
 @dataclass(frozen=True)
 class DataParallelWrap:
-    model: str  # the model as the code names it
+    model: str  # the model as the code names it (or the wrapped expression, as written)
     callee: cst.BaseExpression  # `nn.DataParallel` as written: where the finding goes
     callee_text: str
 
@@ -39,14 +46,35 @@ class WrapperAnalysis:
     def data_parallel(self) -> list[DataParallelWrap]:
         source = self.source
         models = source.analysis(ModelAnalysis)
-        found = []
+        if not models.trains or source.analysis(DeviceAnalysis).evidence.device is Device.CPU:
+            return []
+        found: dict[int, DataParallelWrap] = {}
         for model in models.trained:
-            if not models.device(model).may_be_cuda:
-                continue
             for event in model.of_kind("wrap"):
                 call = event.node
-                if not isinstance(call, cst.Call) or event.scope is None:
-                    continue
-                if source.qualname(call.func, event.scope) in DATA_PARALLEL:
-                    found.append(DataParallelWrap(model.text, call.func, source.code(call.func)))
-        return found
+                if isinstance(call, cst.Call) and event.scope is not None:
+                    if source.qualname(call.func, event.scope) in DATA_PARALLEL:
+                        found[id(call)] = DataParallelWrap(model.text, call.func, source.code(call.func))
+        training = source.analysis(TrainingAnalysis)
+        for record in source.calls:
+            call = record.node
+            if id(call) in found or source.qualname(call.func, record.scope) not in DATA_PARALLEL:
+                continue
+            if not _trains_there(record.function, training):
+                continue  # `evaluate(model)` wrapping for a multi-GPU evaluation
+            wrapped = next((arg.value for arg in call.args if arg.keyword is None and not arg.star), None)
+            what = source.code(wrapped) if wrapped is not None else "the module"
+            found[id(call)] = DataParallelWrap(what, call.func, source.code(call.func))
+        return list(found.values())
+
+
+def _trains_there(function: FunctionRecord | None, training: TrainingAnalysis) -> bool:
+    """The code around a call trains: the module's own statements, a function that runs a training loop
+    (itself or through what it calls), or a method of a class one of whose methods does (a trainer's
+    `__init__` wrapping the model its `train()` trains)."""
+    if function is None:
+        return True
+    if training.has_training_loop(function):
+        return True
+    owner = function.owner
+    return owner is not None and any(training.has_training_loop(method) for method in owner.methods.values())

@@ -5,15 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
 
 
 def describe(facts: ModuleFacts) -> list[str]:
-    out = ["anomaly detection on in training:"]
+    out = ["host reads of the loss every training step:"]
+    for read in facts.analysis(SyncAnalysis).every_step:
+        out.append(f"  line {facts.line_of(read.node)}: `{read.text}` reads `{read.value}`")
+    if len(out) == 1:
+        out.append("  (none)")
+    out.append("anomaly detection on in training:")
     for site in facts.analysis(DebuggingAnalysis).anomaly_modes:
         out.append(f"  line {facts.line_of(site.call)}: {site.how}")
-    if len(out) == 1:
+    if out[-1].endswith(":"):
         out.append("  (none)")
     return out

@@ -11,12 +11,38 @@ from torchlint.rules.base import Rule, no_fix
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+    from torchlint.rules.tuning_guide.syncs import SyncAnalysis
+
+
+def _syncs(facts: ModuleFacts) -> SyncAnalysis:
+    from torchlint.rules.tuning_guide.syncs import SyncAnalysis
+
+    return facts.analysis(SyncAnalysis)
 
 
 def _debugging(facts: ModuleFacts) -> DebuggingAnalysis:
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
 
     return facts.analysis(DebuggingAnalysis)
+
+
+class HostSyncEveryStep(Rule):
+    code = "TL501"
+    name = "host-sync-every-step"
+    speed_advice = True
+    needs_text = ("backward",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for read in _syncs(facts).every_step:
+            message = (
+                f"`{read.text}` reads `{read.value}` from the GPU every training step: the CPU waits for "
+                "the step's GPU work to finish before it can queue the next one"
+            )
+            note = no_fix(
+                f"keep a running total on the device (`total += {read.value}.detach()`) and read it once per "
+                "log interval (`if step % log_every == 0:`)"
+            )
+            yield self.finding(facts, read.node, message, note=note)
 
 
 class AnomalyDetectionInTraining(Rule):

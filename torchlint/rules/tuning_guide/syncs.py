@@ -1,0 +1,337 @@
+"""Host-device synchronisations every training step: the loss read on the host in a loop that trains on CUDA.
+
+A value is on the device when it is the loss (what `backward` runs on: `loss.backward()`,
+`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) or computed from it in the loop's body
+(`loss = loss / accumulation`, `reduced = reduce_mean(loss)`), and not already read to the host
+(`value = loss.item()` is a float). Reading such a value on the host waits for the GPU to finish every kernel
+queued so far: `.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `float(...)`, `int(...)`, `print(...)` of it,
+an f-string that formats it. Only the innermost read of an expression counts
+(`loss.detach().cpu().numpy()` is one read, at `.cpu()`).
+
+Only the loss and what is computed from it: a model's output read on the host can be what the step needs
+(a reinforcement-learning loop hands its action to the environment as a Python number), the loss almost
+never is (it is logged, summed, checked for NaN, all of which can stay on the device between log steps).
+
+Silent when the read is under an `if` inside the loop whose test changes from step to step (`if step %
+log_every == 0`, `if not math.isfinite(loss_value)`), or in a branch of a conditional expression; a test fixed
+for the run (`if accelerator.is_main_process:`, `if args.verbose:`) reads every step where it holds. A name
+assigned a host read (`lossf = lossf.item()`) holds a number from there on. Silent also when the loop does not
+train on CUDA (the module's device evidence or, for a helper, that of the files calling it; a CPU tensor's
+read costs nothing), and for modules that run on XLA, whose lazy tensors make every read a graph execution of
+its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.walk import descendants, statements
+from torchlint.facts.torch.callers import CallerAnalysis
+from torchlint.facts.torch.training import TrainingAnalysis
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import LoopRecord
+    from torchlint.facts.syntax.module import SourceModule
+
+READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
+READ_BUILTINS = frozenset({"float", "int"})
+FRAMEWORK_BACKWARD = frozenset({"accelerator", "fabric", "self.accelerator", "self.fabric"})
+
+
+@dataclass(frozen=True)
+class HostRead:
+    """One read of a device value on the host, every training step."""
+
+    node: cst.CSTNode  # the call (or the f-string) that reads it: where the finding goes
+    text: str  # as written: "loss.item()", "print(loss)", "f\"{loss:.3f}\""
+    value: str  # the device value read, as written: "loss"
+
+
+class SyncAnalysis:
+    def __init__(self, source: SourceModule) -> None:
+        self.source = source
+
+    @cached_property
+    def every_step(self) -> list[HostRead]:
+        source = self.source
+        training = source.analysis(TrainingAnalysis)
+        found: list[HostRead] = []
+        for loop in training.training_loops:
+            if not self._on_cuda(loop):
+                continue
+            seeds = self._losses(loop)
+            if not seeds:
+                continue
+            values = self._device_values(loop, seeds)
+            records = {id(record.node): record for record in loop.all_calls()}
+            sometimes = self._sometimes(loop, values)
+            other_phase = self._beside_the_backward(loop)
+            branches = self._in_branches(loop)
+            current = set(values)
+            for statement in statements(loop.node.body):
+                for part in _evaluated(statement):
+                    for node in descendants(part):
+                        record = records.get(id(node)) if isinstance(node, cst.Call) else None
+                        if record is None or id(node) in branches:
+                            continue
+                        if any(
+                            id(test) in sometimes or (id(test), branch) in other_phase
+                            for test, branch in record.guards
+                        ):
+                            continue
+                        read = self._read(record.node, current)
+                        if read is not None and all(read.node is not other.node for other in found):
+                            found.append(read)
+                _rebind(statement, current, seeds)
+        return found
+
+    # -- which loops and which branches -----------------------------------------------------------------
+
+    def _on_cuda(self, loop: LoopRecord) -> bool:
+        source = self.source
+        return not _runs_on_xla(source) and source.analysis(CallerAnalysis).loop_device(loop).may_be_cuda
+
+    def _sometimes(self, loop: LoopRecord, values: set[str]) -> set[int]:
+        """The tests of the `if`s inside the loop whose branches run on some steps only: a test that changes
+        from step to step (`step % log_every == 0`, `i > 0`, `not math.isfinite(loss_value)`: it mentions a
+        loop variable or a name the loop assigns, or takes a remainder) or calls something (`random()`). A
+        test fixed for the run (`accelerator.is_main_process`, `args.verbose`, `rank == 0`, a call naming the
+        rank) selects the runs or the process, not the steps: its branches run every step there."""
+        assigned = set(values)
+        for statement in statements(loop.node):
+            if isinstance(statement, cst.For):
+                assigned.update(_targets(statement.target))
+            for targets, _ in _assignments(statement):
+                assigned.update(targets)
+        tests: set[int] = set()
+        for statement in statements(loop.node.body):
+            if isinstance(statement, cst.If) and not _fixed_for_the_run(statement.test, assigned):
+                tests.add(id(statement.test))
+        return tests
+
+    def _beside_the_backward(self, loop: LoopRecord) -> set[tuple[int, bool]]:
+        """The branches of the `if`s inside the loop that hold no backward pass while the other branch does
+        (`if phase == TRAIN: loss.backward() ... else: val_losses.append(loss.item())`), and those of a later
+        `if` on the same test (`if phase == TRAIN: log(...) elif phase == VAL: ...`): a loop that also
+        validates, whose other branch is no training step."""
+        source = self.source
+        found: set[tuple[int, bool]] = set()
+        ifs = [statement for statement in statements(loop.node.body) if isinstance(statement, cst.If)]
+        training: dict[str, bool] = {}  # a test's text -> the branch that trains
+        for statement in ifs:
+            in_body = _has_backward(statement.body)
+            in_else = statement.orelse is not None and _has_backward(statement.orelse)
+            if in_body != in_else:
+                training[source.code(statement.test)] = in_body
+        for statement in ifs:
+            trains = training.get(source.code(statement.test))
+            if trains is not None:
+                found.add((id(statement.test), not trains))
+        return found
+
+    def _in_branches(self, loop: LoopRecord) -> set[int]:
+        """The nodes in a branch of a conditional expression in the loop's body (`loss.item() if first else
+        0.7 * average + 0.3 * loss.item()`): each runs on some steps only."""
+        inside: set[int] = set()
+        for line in statements(loop.node.body):
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for node in descendants(line):
+                if isinstance(node, cst.IfExp):
+                    inside.update(id(n) for branch in (node.body, node.orelse) for n in descendants(branch))
+        return inside
+
+    # -- which values are on the device -----------------------------------------------------------------
+
+    def _losses(self, loop: LoopRecord) -> set[str]:
+        found = set()
+        for record in loop.all_calls():
+            loss = _backward_operand(record.node)
+            if loss is not None:
+                found.add(loss)
+        return found
+
+    def _device_values(self, loop: LoopRecord, seeds: set[str]) -> set[str]:
+        """The loss and every name the loop's body assigns from it (not from a host read of it), wherever
+        in the body: on the next step, a value assigned at its end is there at its start."""
+        values = set(seeds)
+        assignments = [
+            (targets, value) for line in statements(loop.node.body) for targets, value in _assignments(line)
+        ]
+        changed = True
+        while changed:
+            changed = False
+            for targets, value in assignments:
+                if _reads_on_host(value, inner=True) or not (_names(value) & values):
+                    continue
+                for target in targets:
+                    if target not in values:
+                        values.add(target)
+                        changed = True
+        return values
+
+    # -- which reads -----------------------------------------------------------------------------------
+
+    def _read(self, call: cst.Call, values: set[str]) -> HostRead | None:
+        source = self.source
+        func = call.func
+        operand: cst.BaseExpression | None = None
+        node: cst.CSTNode = call
+        if isinstance(func, cst.Attribute) and func.attr.value in READ_METHODS and not call.args:
+            operand = func.value
+        elif isinstance(func, cst.Name) and func.value in READ_BUILTINS and len(call.args) == 1:
+            operand = call.args[0].value
+        elif isinstance(func, cst.Name) and func.value == "print":
+            operand = next((arg.value for arg in call.args if _names(arg.value) & values), None)
+        if operand is None:
+            formatted = self._formatted(call, values)
+            if formatted is None:
+                return None
+            node, operand = formatted
+        if _reads_on_host(operand, inner=True):
+            return None  # `loss.item()` inside `float(loss.item())`: counted once, at the inner read
+        read = sorted(_names(operand) & values)
+        if not read:
+            return None
+        return HostRead(node, source.code(node), read[0])
+
+    def _formatted(self, call: cst.Call, values: set[str]) -> tuple[cst.CSTNode, cst.BaseExpression] | None:
+        """An f-string argument of `call` that formats a device value (`f"{loss:.3f}"`)."""
+        for arg in call.args:
+            if not isinstance(arg.value, cst.FormattedString):
+                continue
+            for part in arg.value.parts:
+                if isinstance(part, cst.FormattedStringExpression):
+                    if _names(part.expression) & values and not _reads_on_host(part.expression, inner=True):
+                        return arg.value, part.expression
+        return None
+
+
+def _backward_operand(call: cst.Call) -> str | None:
+    """The loss a backward call runs on, as written: `loss.backward()`, `scaler.scale(loss).backward()`,
+    `accelerator.backward(loss)` (any engine's: DeepSpeed's `model_engine.backward(loss)`),
+    `self.manual_backward(loss)`."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
+        return None
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if (
+        positional
+    ):  # an engine's backward takes the loss (a tensor's own takes a gradient only when not scalar)
+        return _dotted(positional[0])
+    if func.attr.value != "backward":
+        return None
+    receiver = func.value
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+        if receiver.func.attr.value == "scale" and receiver.args:
+            return _dotted(receiver.args[0].value)
+    return _dotted(receiver)
+
+
+def _has_backward(block: cst.CSTNode) -> bool:
+    return any(isinstance(node, cst.Call) and _backward_operand(node) for node in descendants(block))
+
+
+def _evaluated(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """What a statement evaluates itself, its nested blocks left to their own statements: a line whole, an
+    `if`'s or `while`'s test, a `for`'s iterable, a `with`'s items."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return [statement]
+    if isinstance(statement, (cst.If, cst.While)):
+        return [statement.test]
+    if isinstance(statement, cst.For):
+        return [statement.iter]
+    if isinstance(statement, cst.With):
+        return [item.item for item in statement.items]
+    return []
+
+
+def _rebind(statement: cst.CSTNode, current: set[str], seeds: set[str]) -> None:
+    """The device values after a statement: a name assigned a host read (`lossf = lossf.item()`) holds a
+    number from there on, one assigned from a device value a tensor; the loss stays the loss."""
+    for targets, value in _assignments(statement):
+        host = _reads_on_host(value, inner=True)
+        device = not host and bool(_names(value) & current)
+        for target in targets:
+            if device:
+                current.add(target)
+            elif target not in seeds or host:
+                current.discard(target)
+
+
+def _fixed_for_the_run(test: cst.BaseExpression, assigned: set[str]) -> bool:
+    """A test whose value is the same on every step: no remainder, no name the loop assigns, and no call
+    but one that names the rank or the main process (`dist.get_rank() == 0`)."""
+    for node in descendants(test):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return False
+        if isinstance(node, cst.Call):
+            callee = (_dotted(node.func) or "").rpartition(".")[2].lower()
+            if not any(word in callee for word in ("rank", "main", "master")):
+                return False
+        if isinstance(node, (cst.Name, cst.Attribute)) and _dotted(node) in assigned:
+            return False
+    return True
+
+
+def _assignments(line: cst.CSTNode) -> list[tuple[list[str], cst.BaseExpression]]:
+    """(the names a statement binds, the value) for the assignments of a statement line."""
+    if not isinstance(line, cst.SimpleStatementLine):
+        return []
+    found = []
+    for small in line.body:
+        if isinstance(small, cst.Assign):
+            names = [n for target in small.targets for n in _targets(target.target)]
+            found.append((names, small.value))
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
+            found.append((_targets(small.target), small.value))
+    return found
+
+
+def _targets(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _targets(element.value)]
+    name = _dotted(target)
+    return [name] if name else []
+
+
+def _names(expr: cst.CSTNode) -> set[str]:
+    """The names and dotted attributes (`loss`, `self.loss`) an expression mentions."""
+    found: set[str] = set()
+    for node in descendants(expr):
+        name = _dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if name:
+            found.add(name)
+    return found
+
+
+def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
+    """`expr` is (or, with `inner`, contains) a host read: `loss.item()`, `float(loss)`."""
+    nodes = descendants(expr) if inner else iter([expr])
+    for node in nodes:
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in READ_METHODS and not node.args:
+            return True
+        if isinstance(func, cst.Name) and func.value in READ_BUILTINS:
+            return True
+    return False
+
+
+def _dotted(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr.value}" if inner else None
+    return None
+
+
+def _runs_on_xla(source: SourceModule) -> bool:
+    return any(
+        (source.qualname(call.node.func, call.scope) or "").startswith("torch_xla.") for call in source.calls
+    )
