@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from support import codes_and_lines, said, settings
+from support import codes_and_lines, fix, said, settings
 
 from torchlint.linter import Linter
 
@@ -526,3 +526,82 @@ def test_data_parallel_in_a_trainer_init_counts_and_in_an_evaluation_function_do
         return evaluate(model, loader)
     """
     assert _found(evaluation, "TL602") == []
+
+
+# -- TL507 ----------------------------------------------------------------------------------------------------
+
+
+def test_tensors_built_on_the_host_every_step_are_created_on_the_device_instead():
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        class GanTrainer:
+            def __init__(self, generator, discriminator, loader, device):
+                self.device = device
+                self.generator = generator.to(device)
+                self.discriminator = discriminator.to(device)
+                self.loader = loader
+                self.optimizer = torch.optim.Adam(self.discriminator.parameters())
+
+            def fit(self):
+                for images, labels in self.loader:
+                    batch = images.size(0)
+                    real = torch.ones(batch, 1).to(self.device)
+                    noise = torch.randn(batch, 100).to(self.device, non_blocking=True)
+                    targets = torch.tensor(labels).cuda()
+                    half = torch.zeros(3).to(torch.float16)
+                    made = torch.zeros(batch, device=self.device)
+                    loss = criterion(self.discriminator(images.to(self.device)), real)
+                    loss = loss + criterion(self.discriminator(self.generator(noise)), made)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+
+        trainer = GanTrainer(Generator(), Discriminator(), loader, torch.device("cuda"))
+        trainer.fit()
+        """
+    )
+    found = Linter().check_text("train.py", source, settings(select=("TL507",)))
+    assert [(d.location.line, d.fix.applicability.value if d.fix else None) for d in found] == [
+        (15, "safe"),
+        (16, "unsafe"),
+        (17, "safe"),
+    ]
+    fixed = fix(source, select=("TL507",), unsafe=True)
+    assert "real = torch.ones(batch, 1, device=self.device)\n" in fixed
+    assert "noise = torch.randn(batch, 100, device=self.device)\n" in fixed
+    assert 'targets = torch.tensor(labels, device="cuda")\n' in fixed
+    assert "half = torch.zeros(3).to(torch.float16)\n" in fixed
+    assert fix(fixed, select=("TL507",), unsafe=True) == fixed
+
+
+def test_a_host_tensor_moved_in_a_cpu_loop_or_before_the_loop_is_silent():
+    cpu = """\
+    import torch
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, labels in loader:
+        real = torch.ones(inputs.size(0)).to(device)
+        loss = criterion(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert _found(cpu, "TL507") == []
+    before = """\
+    import torch
+
+    model = Net().cuda()
+    weights = torch.tensor(class_weights).to("cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for inputs, labels in loader:
+        loss = criterion(model(inputs.cuda()), labels.cuda()) * weights.mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    """
+    assert _found(before, "TL507") == []

@@ -89,6 +89,17 @@ def add_keyword(source: SourceModule, call: cst.Call, name: str, value: str) -> 
         return None
 
 
+def call_replacing(
+    source: SourceModule, old: cst.CSTNode, call: cst.Call, name: str, value: str
+) -> Edit | None:
+    """`old` (an expression around `call`, like `torch.zeros(n).to(device)`) becomes `call` with `name=value`
+    (`torch.zeros(n, device=device)`)."""
+    try:
+        return replace_node(source, old, _with_argument(call, name, cst.parse_expression(value)))
+    except EditError:
+        return None
+
+
 def replace_expression(source: SourceModule, node: cst.CSTNode, code: str) -> Edit:
     """`node` becomes the expression `code` (an annotation, a decorator, a callee); EditError as above."""
     return replace_node(source, node, cst.parse_expression(code))

@@ -6,11 +6,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.rules.base import Rule, no_fix
+from torchlint.fix import build
+from torchlint.fix.model import Applicability, Fix
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+    from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
     from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 
@@ -18,6 +21,12 @@ def _syncs(facts: ModuleFacts) -> SyncAnalysis:
     from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
     return facts.analysis(SyncAnalysis)
+
+
+def _host_tensors(facts: ModuleFacts) -> HostTensorAnalysis:
+    from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
+
+    return facts.analysis(HostTensorAnalysis)
 
 
 def _debugging(facts: ModuleFacts) -> DebuggingAnalysis:
@@ -43,6 +52,27 @@ class HostSyncEveryStep(Rule):
                 "log interval (`if step % log_every == 0:`)"
             )
             yield self.finding(facts, read.node, message, note=note)
+
+
+class HostTensorMovedEveryStep(Rule):
+    code = "TL507"
+    name = "host-tensor-moved-every-step"
+    speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = (".to(", ".cuda(")
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for moved in _host_tensors(facts).every_step:
+            message = (
+                f"`{moved.factory_text}(...)` builds a tensor on the CPU and copies it to the GPU every "
+                f"training step: create it there with `device={moved.device}`"
+            )
+            safety = Applicability.UNSAFE if moved.random else Applicability.SAFE
+            edit = build.call_replacing(facts.source, moved.copy, moved.factory, "device", moved.device)
+            fix = (
+                Fix(f"Create it with `device={moved.device}`", safety, (edit,)) if edit is not None else None
+            )
+            yield self.finding(facts, moved.copy, message, fix)
 
 
 class AnomalyDetectionInTraining(Rule):
