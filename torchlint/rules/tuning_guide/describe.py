@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
 from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 if TYPE_CHECKING:
@@ -16,6 +17,11 @@ def describe(facts: ModuleFacts) -> list[str]:
     for read in facts.analysis(SyncAnalysis).every_step:
         out.append(f"  line {facts.line_of(read.node)}: `{read.text}` reads `{read.value}`")
     if len(out) == 1:
+        out.append("  (none)")
+    out.append("tensors made on the host and copied every training step:")
+    for moved in facts.analysis(HostTensorAnalysis).every_step:
+        out.append(f"  line {facts.line_of(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}")
+    if out[-1].endswith(":"):
         out.append("  (none)")
     out.append("anomaly detection on in training:")
     for site in facts.analysis(DebuggingAnalysis).anomaly_modes:
