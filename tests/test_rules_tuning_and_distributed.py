@@ -605,3 +605,101 @@ def test_a_host_tensor_moved_in_a_cpu_loop_or_before_the_loop_is_silent():
         optimizer.step()
     """
     assert _found(before, "TL507") == []
+
+
+# -- TL601 ----------------------------------------------------------------------------------------------------
+
+ACCUMULATING = """\
+import argparse
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+
+def train(args, model, loader, optimizer, scaler):
+    for step, (inputs, targets) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(inputs.cuda()), targets.cuda()) / args.accumulation
+        if args.fp16:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (step + 1) % args.accumulation == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            scheduler.step()
+
+
+def main():
+    args = argparse.ArgumentParser().parse_args()
+    model = Net().cuda(args.local_rank)
+    if args.local_rank != -1:
+        model = DistributedDataParallel(model, device_ids=[args.local_rank])
+    optimizer = torch.optim.AdamW(model.parameters())
+    for epoch in range(args.epochs):
+        train(args, model, loader, optimizer, torch.amp.GradScaler("cuda"))
+"""
+
+
+def test_accumulation_under_ddp_without_no_sync_is_flagged_at_the_first_backward():
+    found = Linter().check_text("train.py", ACCUMULATING, settings(select=("TL601",)))
+    assert [(d.location.line, d.location.column) for d in found] == [(12, 13)]
+    assert found[0].message == (
+        "`scaler.scale(loss).backward()` runs on every micro-batch of a `DistributedDataParallel` model while "
+        "the optimizer steps only under `if (step + 1) % args.accumulation == 0:`: each backward all-reduces "
+        "the gradients across the processes; skip that on the micro-batches that do not step, with "
+        "`model.no_sync()`"
+    )
+
+
+def test_micro_batches_in_an_inner_loop_and_a_wrapper_built_by_a_helper_in_another_file(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "dist.py").write_text(
+        textwrap.dedent(
+            """\
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+            def smart_ddp(model, rank):
+                return DDP(model, device_ids=[rank])
+            """
+        )
+    )
+    train = tmp_path / "train.py"
+    train.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from dist import smart_ddp
+
+            model = smart_ddp(Net().cuda(), 0)
+            optimizer = torch.optim.AdamW(model.parameters())
+            for step in range(1000):
+                for micro_step in range(8):
+                    inputs, targets = next(batches)
+                    loss = criterion(model(inputs), targets) / 8
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """
+        )
+    )
+    found = Linter().check_text(str(train), train.read_text(), settings(select=("TL601",)))
+    assert [(d.code, d.location.line, d.message.split(": each")[0][-33:]) for d in found] == [
+        ("TL601", 11, "after the loop over micro-batches")
+    ]
+
+
+def test_no_sync_a_framework_or_a_step_every_iteration_is_silent():
+    with_no_sync = ACCUMULATING.replace(
+        "        if args.fp16:\n", "        context = model.no_sync()\n        if args.fp16:\n"
+    )
+    assert _found(with_no_sync, "TL601") == []
+    every_step = ACCUMULATING.replace("if (step + 1) % args.accumulation == 0:", "if args.fp16 or True:")
+    assert _found(every_step, "TL601") == []
+    no_ddp = ACCUMULATING.replace(
+        "model = DistributedDataParallel(model, device_ids=[args.local_rank])", "pass"
+    )
+    assert _found(no_ddp, "TL601") == []

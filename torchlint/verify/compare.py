@@ -365,6 +365,15 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
                     "communication", f"{comm:.0%} of profiled time is communication", ["TL6"], value=comm
                 )
             )
+        thrown_away = allreduces_thrown_away(raw)
+        if thrown_away is not None:
+            passes, per_pass = thrown_away
+            calls = f"{per_pass:g} all-reduce call{'s' if per_pass != 1 else ''} each"
+            message = (
+                f"the gradients are all-reduced on each of the {passes} backward passes of every optimizer "
+                f"step ({calls}): all but the last are overwritten before the step"
+            )
+            found.append(RuntimeFinding("allreduce-per-micro-batch", message, ["TL601"], value=passes))
         if stats.device == "cuda":
             busy = float(profile.get("device_busy_ms") or 0) / wall_ms
             if busy < UTILISATION_LIMIT:
@@ -392,6 +401,22 @@ def runtime_findings(raw: dict[str, Any], stats: RunStats, static_at: Any) -> li
                 )
     found.extend(sync_findings(raw, static_at))
     return found
+
+
+def allreduces_thrown_away(raw: dict[str, Any]) -> tuple[int, float] | None:
+    """(backward passes per optimizer step, all-reduce calls per pass) when the profiled steps accumulate
+    over several backward passes and every one of them all-reduced (DDP without `no_sync`: TL601); None
+    otherwise. With `no_sync` only the last pass of a step all-reduces."""
+    profile = raw.get("profile") or {}
+    calls = int(profile.get("allreduce_calls") or 0)
+    profiled = [step for step in raw.get("steps", []) if step.get("profiled")]
+    if not calls or not profiled:
+        return None
+    passes = [int(step.get("losses") or 0) for step in profiled]
+    if min(passes) < 2 or len(set(passes)) != 1:
+        return None
+    per_pass = calls / (len(profiled) * passes[0])
+    return (passes[0], per_pass) if per_pass >= 1 else None
 
 
 def sync_findings(raw: dict[str, Any], static_at: Any) -> list[RuntimeFinding]:

@@ -11,6 +11,7 @@ from torchlint.rules.base import Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
+    from torchlint.rules.distributed.accumulation import AccumulationAnalysis
     from torchlint.rules.distributed.wrappers import WrapperAnalysis
 
 
@@ -18,6 +19,33 @@ def _wrappers(facts: ModuleFacts) -> WrapperAnalysis:
     from torchlint.rules.distributed.wrappers import WrapperAnalysis
 
     return facts.analysis(WrapperAnalysis)
+
+
+def _accumulation(facts: ModuleFacts) -> AccumulationAnalysis:
+    from torchlint.rules.distributed.accumulation import AccumulationAnalysis
+
+    return facts.analysis(AccumulationAnalysis)
+
+
+class AccumulationWithoutNoSync(Rule):
+    code = "TL601"
+    name = "ddp-accumulation-without-no-sync"
+    speed_advice = True
+    needs_text = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "FSDP", "backward")
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in _accumulation(facts).without_no_sync:
+            message = (
+                f"`{found.backward_text}` runs on every micro-batch of a `{found.wrapper}` model while the "
+                f"optimizer steps only {found.how}: each backward all-reduces the gradients across the "
+                "processes; skip that on the micro-batches that do not step, with `model.no_sync()`"
+            )
+            note = no_fix(
+                "the forward and backward passes of the micro-batches that do not step go under "
+                "`with model.no_sync():` (`contextlib.nullcontext()` on the stepping one), which depends on "
+                "the loop's shape"
+            )
+            yield self.finding(facts, found.backward, message, note=note)
 
 
 class DataParallelInTraining(Rule):

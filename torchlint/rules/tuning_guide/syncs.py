@@ -28,6 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.iterations import assigned_in, dotted_name, varies
 from torchlint.facts.syntax.walk import descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
@@ -100,17 +101,12 @@ class SyncAnalysis:
         loop variable or a name the loop assigns, or takes a remainder) or calls something (`random()`). A
         test fixed for the run (`accelerator.is_main_process`, `args.verbose`, `rank == 0`, a call naming the
         rank) selects the runs or the process, not the steps: its branches run every step there."""
-        assigned = set(values)
-        for statement in statements(loop.node):
-            if isinstance(statement, cst.For):
-                assigned.update(_targets(statement.target))
-            for targets, _ in _assignments(statement):
-                assigned.update(targets)
-        tests: set[int] = set()
-        for statement in statements(loop.node.body):
-            if isinstance(statement, cst.If) and not _fixed_for_the_run(statement.test, assigned):
-                tests.add(id(statement.test))
-        return tests
+        assigned = assigned_in(loop.node) | values
+        return {
+            id(statement.test)
+            for statement in statements(loop.node.body)
+            if isinstance(statement, cst.If) and varies(statement.test, assigned)
+        }
 
     def _beside_the_backward(self, loop: LoopRecord) -> set[tuple[int, bool]]:
         """The branches of the `if`s inside the loop that hold no backward pass while the other branch does
@@ -221,14 +217,14 @@ def _backward_operand(call: cst.Call) -> str | None:
     if (
         positional
     ):  # an engine's backward takes the loss (a tensor's own takes a gradient only when not scalar)
-        return _dotted(positional[0])
+        return dotted_name(positional[0])
     if func.attr.value != "backward":
         return None
     receiver = func.value
     if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
         if receiver.func.attr.value == "scale" and receiver.args:
-            return _dotted(receiver.args[0].value)
-    return _dotted(receiver)
+            return dotted_name(receiver.args[0].value)
+    return dotted_name(receiver)
 
 
 def _has_backward(block: cst.CSTNode) -> bool:
@@ -262,21 +258,6 @@ def _rebind(statement: cst.CSTNode, current: set[str], seeds: set[str]) -> None:
                 current.discard(target)
 
 
-def _fixed_for_the_run(test: cst.BaseExpression, assigned: set[str]) -> bool:
-    """A test whose value is the same on every step: no remainder, no name the loop assigns, and no call
-    but one that names the rank or the main process (`dist.get_rank() == 0`)."""
-    for node in descendants(test):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            return False
-        if isinstance(node, cst.Call):
-            callee = (_dotted(node.func) or "").rpartition(".")[2].lower()
-            if not any(word in callee for word in ("rank", "main", "master")):
-                return False
-        if isinstance(node, (cst.Name, cst.Attribute)) and _dotted(node) in assigned:
-            return False
-    return True
-
-
 def _assignments(line: cst.CSTNode) -> list[tuple[list[str], cst.BaseExpression]]:
     """(the names a statement binds, the value) for the assignments of a statement line."""
     if not isinstance(line, cst.SimpleStatementLine):
@@ -294,7 +275,7 @@ def _assignments(line: cst.CSTNode) -> list[tuple[list[str], cst.BaseExpression]
 def _targets(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for element in target.elements for n in _targets(element.value)]
-    name = _dotted(target)
+    name = dotted_name(target)
     return [name] if name else []
 
 
@@ -302,7 +283,7 @@ def _names(expr: cst.CSTNode) -> set[str]:
     """The names and dotted attributes (`loss`, `self.loss`) an expression mentions."""
     found: set[str] = set()
     for node in descendants(expr):
-        name = _dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
         if name:
             found.add(name)
     return found
@@ -320,15 +301,6 @@ def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
         if isinstance(func, cst.Name) and func.value in READ_BUILTINS:
             return True
     return False
-
-
-def _dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr.value}" if inner else None
-    return None
 
 
 def _runs_on_xla(source: SourceModule) -> bool:

@@ -58,6 +58,8 @@ COMM_WORDS = (
     "gloo",
 )
 COMM_WORDS += ("c10d::", "barrier", "alltoall", "all_to_all")
+# The operators one gradient all-reduce records (the c10d dispatcher op; NCCL's kernel runs under it).
+ALLREDUCE_OPS = ("c10d::allreduce_",)
 
 
 class StopVerify(BaseException):  # noqa: N818 - a stop signal, not an error
@@ -362,6 +364,7 @@ def summarise_profile(profiler: Any, wall: float, cuda: bool) -> dict[str, Any]:
     averages = profiler.key_averages()
     rows = []
     comm_us = 0.0
+    allreduces = 0  # gradient all-reduce calls over the profiled steps (DDP's reducer: one per bucket)
     device_us = 0.0
     names: list[str] = []
     for event in averages:
@@ -371,6 +374,8 @@ def summarise_profile(profiler: Any, wall: float, cuda: bool) -> dict[str, Any]:
         lowered = name.lower()
         if any(word in lowered for word in COMM_WORDS):
             comm_us += self_cpu + self_device
+        if lowered.startswith(ALLREDUCE_OPS):
+            allreduces += int(event.count)
         device_us += self_device
         if self_device:
             names.append(name)
@@ -384,6 +389,7 @@ def summarise_profile(profiler: Any, wall: float, cuda: bool) -> dict[str, Any]:
             for n, c, d, k in rows[:10]
         ],
         "comm_ms": comm_us / 1000,
+        "allreduce_calls": allreduces,
         "device_busy_ms": device_us / 1000,
         "tensor_core_kernels": sum(1 for n in names if _tensor_core_kernel(n)),
         "device_kernels": len(names),
