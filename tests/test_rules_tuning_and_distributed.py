@@ -703,3 +703,70 @@ def test_no_sync_a_framework_or_a_step_every_iteration_is_silent():
         "model = DistributedDataParallel(model, device_ids=[args.local_rank])", "pass"
     )
     assert _found(no_ddp, "TL601") == []
+
+
+# -- TL506 ----------------------------------------------------------------------------------------------------
+
+
+def test_a_grad_scaler_stepped_but_never_or_rarely_updated():
+    source = """\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model.cuda()
+            self.optimizer = torch.optim.AdamW(self.model.parameters())
+            self.grad_scaler = torch.amp.GradScaler("cuda")
+
+        def fit(self, loader):
+            for step, (inputs, targets) in enumerate(loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = criterion(self.model(inputs.cuda()), targets.cuda())
+                self.optimizer.zero_grad()
+                self.grad_scaler.scale(loss).backward()
+                self.grad_scaler.step(self.optimizer)
+                if step % 100 == 0:
+                    self.grad_scaler.update()
+    """
+    found = Linter().check_text("train.py", textwrap.dedent(source), settings(select=("TL506",)))
+    assert [(d.location.line, d.message) for d in found] == [
+        (
+            16,
+            "`self.grad_scaler.step(...)` runs every iteration but `self.grad_scaler.update()` runs only on "
+            "some iterations (line 18): the loss scale never adapts, so every overflow skips its step again "
+            "at the same scale",
+        )
+    ]
+
+
+def test_a_scaler_updated_every_step_under_the_steps_condition_or_by_a_helper_is_silent():
+    accumulation = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    for step, (inputs, targets) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(inputs.cuda()), targets.cuda()) / 4
+        scaler.scale(loss).backward()
+        if (step + 1) % 4 == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+    """
+    assert _found(accumulation, "TL506") == []
+    helper = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    for inputs, targets in loader:
+        loss = criterion(model(inputs.cuda()), targets.cuda())
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        finish_step(scaler, optimizer)
+    """
+    assert _found(helper, "TL506") == []

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
 from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
+from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
 from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 if TYPE_CHECKING:
@@ -21,6 +22,11 @@ def describe(facts: ModuleFacts) -> list[str]:
     out.append("tensors made on the host and copied every training step:")
     for moved in facts.analysis(HostTensorAnalysis).every_step:
         out.append(f"  line {facts.line_of(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}")
+    if out[-1].endswith(":"):
+        out.append("  (none)")
+    out.append("grad scalers stepped without an update every iteration:")
+    for found in facts.analysis(ScalerAnalysis).steps_without_update:
+        out.append(f"  line {facts.line_of(found.step)}: `{found.scaler}`")
     if out[-1].endswith(":"):
         out.append("  (none)")
     out.append("anomaly detection on in training:")

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
+    from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
     from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 
@@ -27,6 +28,12 @@ def _host_tensors(facts: ModuleFacts) -> HostTensorAnalysis:
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
 
     return facts.analysis(HostTensorAnalysis)
+
+
+def _scalers(facts: ModuleFacts) -> ScalerAnalysis:
+    from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
+
+    return facts.analysis(ScalerAnalysis)
 
 
 def _debugging(facts: ModuleFacts) -> DebuggingAnalysis:
@@ -73,6 +80,28 @@ class HostTensorMovedEveryStep(Rule):
                 Fix(f"Create it with `device={moved.device}`", safety, (edit,)) if edit is not None else None
             )
             yield self.finding(facts, moved.copy, message, fix)
+
+
+class GradScalerStepWithoutUpdate(Rule):
+    code = "TL506"
+    name = "grad-scaler-step-without-update"
+    needs_text = ("scaler",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in _scalers(facts).steps_without_update:
+            when = (
+                "never runs in the loop"
+                if found.update is None
+                else f"runs only on some iterations (line {facts.line_of(found.update)})"
+            )
+            message = (
+                f"`{found.scaler}.step(...)` runs every iteration but `{found.scaler}.update()` {when}: the "
+                "loss scale never adapts, so every overflow skips its step again at the same scale"
+            )
+            note = no_fix(
+                f"call `{found.scaler}.update()` right after `{found.scaler}.step(...)`, every iteration"
+            )
+            yield self.finding(facts, found.step, message, note=note)
 
 
 class AnomalyDetectionInTraining(Rule):
