@@ -26,6 +26,7 @@ _EXPECT_NONE = re.compile(r"#.*?\bexpect-none: *(?P<codes>TL\d{0,3}(?:\s*,\s*TL\
 RULES = set(registered_rules())
 SCRIPTS = [  # (script, whether it uses the deprecated AMP API) — every runnable fixture
     ("synthetic_regression.py", True),
+    ("validation_graphs.py", False),
     ("image_classifier/train.py", True),
     ("two_module/train.py", True),
     ("custom_autograd.py", True),

@@ -770,3 +770,93 @@ def test_a_scaler_updated_every_step_under_the_steps_condition_or_by_a_helper_is
         finish_step(scaler, optimizer)
     """
     assert _found(helper, "TL506") == []
+
+
+# -- TL502 ----------------------------------------------------------------------------------------------------
+
+EVALUATING = """\
+import torch
+
+
+def validate(model, loader):
+    model.eval()
+    total = 0.0
+    for inputs, targets in loader:
+        total += criterion(model(inputs.cuda()), targets.cuda()).item()
+    model.train()
+    return total
+
+
+def main():
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(10):
+        for inputs, targets in loader:
+            loss = criterion(model(inputs.cuda()), targets.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(validate(model, val_loader))
+"""
+
+
+def test_a_validation_loop_with_gradients_on_is_flagged_and_runs_under_no_grad_once_fixed():
+    assert _found(EVALUATING, "TL502") == [("TL502", 8)]
+    fixed = fix(EVALUATING, select=("TL502",), unsafe=True)
+    assert fixed == EVALUATING.replace(
+        "    for inputs, targets in loader:\n        total += ",
+        "    with torch.no_grad():\n        for inputs, targets in loader:\n            total += ",
+    )
+    assert _found(fixed, "TL502") == []
+
+
+def test_gradients_off_by_decorator_caller_or_a_star_imported_no_grad_are_silent(tmp_path):
+    decorated = EVALUATING.replace("def validate(", "@torch.inference_mode()\ndef validate(")
+    assert _found(decorated, "TL502") == []
+    called_without = EVALUATING.replace(
+        "        print(validate(model, val_loader))",
+        "        with torch.no_grad():\n            print(validate(model, val_loader))",
+    )
+    assert _found(called_without, "TL502") == []
+    star = EVALUATING.replace("import torch\n", "from utils import *\n").replace(
+        "    for inputs, targets in loader:\n        total += ",
+        "    with torch.no_grad():\n        for inputs, targets in loader:\n            total += ",
+    )
+    assert _found(star, "TL502") == []
+    differentiating = EVALUATING.replace("model.train()", "torch.autograd.grad(total, inputs)")
+    assert _found(differentiating, "TL502") == []
+
+
+def test_an_evaluation_in_another_file_called_under_no_grad_is_silent(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    engine = tmp_path / "engine.py"
+    engine.write_text(
+        textwrap.dedent(
+            """\
+            def evaluate(model, loader):
+                model.eval()
+                return sum(model(inputs).sum().item() for inputs in loader) + [model(x) for x in loader][0].sum()
+
+
+            def evaluate_loop(model, loader):
+                model.eval()
+                for inputs in loader:
+                    print(model(inputs))
+            """
+        )
+    )
+    (tmp_path / "main.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from engine import evaluate_loop
+
+            model = Net().cuda()
+            with torch.no_grad():
+                evaluate_loop(model, loader)
+            """
+        )
+    )
+    found = Linter().check_text(str(engine), engine.read_text(), settings(select=("TL502",)))
+    assert found == []

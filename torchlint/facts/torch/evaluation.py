@@ -107,7 +107,7 @@ def _path(
         if inner is None:
             return frames  # a simple statement, or the target is in a header
         block, kind = inner
-        free = kind == "with" and _grad_free(source, statement, scope) and not trains(statement)
+        free = kind == "with" and grad_free(source, statement, scope) and not trains(statement)
         inner_loop = kind == "loop"
 
 
@@ -143,7 +143,7 @@ def _blocks(statement: cst.CSTNode) -> list[tuple[Sequence[cst.CSTNode], str]]:
     return found
 
 
-def _grad_free(source: SourceModule, statement: cst.CSTNode, scope: Scope) -> bool:
+def grad_free(source: SourceModule, statement: cst.CSTNode, scope: Scope) -> bool:
     """`with torch.no_grad():`, `torch.inference_mode()` (not `(False)`), `torch.set_grad_enabled(False)`."""
     if not isinstance(statement, cst.With):
         return False
@@ -267,7 +267,7 @@ class _Walker:
             tainted = tainted | _names_read(statement.target)  # `for x in batch:` under no_grad
         if isinstance(statement, cst.With):
             inner_free = free or (
-                _grad_free(self.source, statement, self.scope) and not self.trains(statement)
+                grad_free(self.source, statement, self.scope) and not self.trains(statement)
             )
             return self.block(blocks[0][0], tainted, inner_free)
         after = set(tainted)

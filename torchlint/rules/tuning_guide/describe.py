@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis
 from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
 from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
 from torchlint.rules.tuning_guide.syncs import SyncAnalysis
@@ -22,6 +23,11 @@ def describe(facts: ModuleFacts) -> list[str]:
     out.append("tensors made on the host and copied every training step:")
     for moved in facts.analysis(HostTensorAnalysis).every_step:
         out.append(f"  line {facts.line_of(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}")
+    if out[-1].endswith(":"):
+        out.append("  (none)")
+    out.append("evaluation loops that run with gradients on:")
+    for found in facts.analysis(EvaluationAnalysis).building_graphs:
+        out.append(f"  line {facts.line_of(found.call)}: `{found.model}(...)`")
     if out[-1].endswith(":"):
         out.append("  (none)")
     out.append("grad scalers stepped without an update every iteration:")

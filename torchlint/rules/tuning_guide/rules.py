@@ -13,6 +13,7 @@ from torchlint.rules.base import FixAvailability, Rule, no_fix
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+    from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis, GraphInEvaluation
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
     from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
     from torchlint.rules.tuning_guide.syncs import SyncAnalysis
@@ -28,6 +29,12 @@ def _host_tensors(facts: ModuleFacts) -> HostTensorAnalysis:
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
 
     return facts.analysis(HostTensorAnalysis)
+
+
+def _evaluation(facts: ModuleFacts) -> EvaluationAnalysis:
+    from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis
+
+    return facts.analysis(EvaluationAnalysis)
 
 
 def _scalers(facts: ModuleFacts) -> ScalerAnalysis:
@@ -80,6 +87,35 @@ class HostTensorMovedEveryStep(Rule):
                 Fix(f"Create it with `device={moved.device}`", safety, (edit,)) if edit is not None else None
             )
             yield self.finding(facts, moved.copy, message, fix)
+
+
+class EvaluationBuildsGraphs(Rule):
+    code = "TL502"
+    name = "evaluation-builds-graphs"
+    speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = (".eval()",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in _evaluation(facts).building_graphs:
+            message = (
+                f"`{found.model}(...)` runs in an evaluation loop (`{found.model}.eval()`, no backward pass) "
+                "with gradients on: every forward records the autograd graph and keeps its activations for a "
+                "backward that never comes"
+            )
+            yield self.finding(facts, found.call, message, self._fix(facts, found))
+
+    def _fix(self, facts: ModuleFacts, found: GraphInEvaluation) -> Fix | None:
+        if found.block is None:
+            return None
+        torch = build.name_module(facts.source, "torch", found.scope)
+        if torch is None:
+            return None
+        name, imports = torch
+        edit = build.wrap_in_with(facts.source, found.block, [found.loop], f"{name}.no_grad()")
+        if edit is None:
+            return None
+        return Fix(f"Run the loop under `{name}.no_grad()`", Applicability.UNSAFE, (edit,), imports)
 
 
 class GradScalerStepWithoutUpdate(Rule):
