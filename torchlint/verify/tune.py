@@ -175,8 +175,10 @@ def halve(arms: Sequence[Measured]) -> list[Measured]:
     return usable[: math.ceil(len(usable) / 2)]
 
 
-def round_fits(seconds_left: float, runs: int, mean_wall: float) -> bool:
-    return runs * mean_wall <= seconds_left
+def round_fits(seconds_left: float, runs: int, done: Sequence[Any]) -> bool:
+    """`runs` more runs fit in what is left of the budget, at the mean wall time of the runs `done`."""
+    walls = [run.wall for run in done]
+    return not walls or runs * sum(walls) / len(walls) <= seconds_left
 
 
 # -- the choice ---------------------------------------------------------------------------------------------

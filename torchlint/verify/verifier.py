@@ -541,8 +541,7 @@ def _tune(
             break
         running = field if original in field else [original, *field]
         left = options.tune_budget - (time.monotonic() - started)
-        walls = [run.wall for run in report.runs]
-        if not tune.round_fits(left, len(running) * options.repeat, sum(walls) / len(walls)):
+        if not tune.round_fits(left, len(running) * options.repeat, report.runs):
             report.notes.append(
                 f"--tune: the time budget ({options.tune_budget:g} s) ended the search after "
                 f"{outcome.rounds} round(s), {len(field)} candidates left: the fastest of them is chosen"
@@ -554,8 +553,7 @@ def _tune(
     left = options.tune_budget - (time.monotonic() - started)
     if winner is None or challenger is None:
         return
-    walls = [run.wall for run in report.runs]
-    if not tune.round_fits(left, 4 * options.repeat, sum(walls) / len(walls)):
+    if not tune.round_fits(left, 4 * options.repeat, report.runs):
         report.notes.append("--tune: no time left in the budget to try more prefetching")
         return
     extra = ArmResult(challenger)

@@ -1,4 +1,4 @@
-"""`debug facts`, the tuning-guide family's section: where anomaly detection is on for every run."""
+"""`debug facts`, the tuning-guide family's section: each place one of its rules looks at, by kind."""
 
 from __future__ import annotations
 
@@ -15,29 +15,30 @@ if TYPE_CHECKING:
 
 
 def describe(facts: ModuleFacts) -> list[str]:
-    out = ["host reads of the loss every training step:"]
-    for read in facts.analysis(SyncAnalysis).every_step:
-        out.append(f"  line {facts.line_of(read.node)}: `{read.text}` reads `{read.value}`")
-    if len(out) == 1:
-        out.append("  (none)")
-    out.append("tensors made on the host and copied every training step:")
-    for moved in facts.analysis(HostTensorAnalysis).every_step:
-        out.append(f"  line {facts.line_of(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}")
-    if out[-1].endswith(":"):
-        out.append("  (none)")
-    out.append("evaluation loops that run with gradients on:")
-    for found in facts.analysis(EvaluationAnalysis).building_graphs:
-        out.append(f"  line {facts.line_of(found.call)}: `{found.model}(...)`")
-    if out[-1].endswith(":"):
-        out.append("  (none)")
-    out.append("grad scalers stepped without an update every iteration:")
-    for found in facts.analysis(ScalerAnalysis).steps_without_update:
-        out.append(f"  line {facts.line_of(found.step)}: `{found.scaler}`")
-    if out[-1].endswith(":"):
-        out.append("  (none)")
-    out.append("anomaly detection on in training:")
-    for site in facts.analysis(DebuggingAnalysis).anomaly_modes:
-        out.append(f"  line {facts.line_of(site.call)}: {site.how}")
-    if out[-1].endswith(":"):
-        out.append("  (none)")
+    line = facts.line_of
+    sections = {
+        "host reads of the loss every training step": [
+            f"line {line(read.node)}: `{read.text}` reads `{read.value}`"
+            for read in facts.analysis(SyncAnalysis).every_step
+        ],
+        "tensors made on the host and copied every training step": [
+            f"line {line(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}"
+            for moved in facts.analysis(HostTensorAnalysis).every_step
+        ],
+        "evaluation loops that run with gradients on": [
+            f"line {line(found.call)}: `{found.model}(...)`"
+            for found in facts.analysis(EvaluationAnalysis).building_graphs
+        ],
+        "grad scalers stepped without an update every iteration": [
+            f"line {line(found.step)}: `{found.scaler}`"
+            for found in facts.analysis(ScalerAnalysis).steps_without_update
+        ],
+        "anomaly detection on in training": [
+            f"line {line(site.call)}: {site.how}" for site in facts.analysis(DebuggingAnalysis).anomaly_modes
+        ],
+    }
+    out: list[str] = []
+    for title, items in sections.items():
+        out.append(f"{title}:")
+        out += [f"  {item}" for item in items] or ["  (none)"]
     return out
