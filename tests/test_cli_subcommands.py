@@ -69,7 +69,7 @@ def test_linter_lists_the_families_with_their_prefixes_and_rules():
     ]
     assert (
         "TL6 distributed (TL601, TL602)" in lines
-        and "TL5 tuning guide (TL501, TL502, TL506, TL507, TL508)" in lines
+        and "TL5 tuning guide (TL501, TL502, TL503, TL506, TL507, TL508)" in lines
     )
     families = json.loads(invoke("linter", "--output-format", "json").stdout)
     assert [f["prefix"] for f in families] == ["TL0", "TL1", "TL2", "TL3", "TL4", "TL5", "TL6"]

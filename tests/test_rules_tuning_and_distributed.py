@@ -860,3 +860,53 @@ def test_an_evaluation_in_another_file_called_under_no_grad_is_silent(tmp_path):
     )
     found = Linter().check_text(str(engine), engine.read_text(), settings(select=("TL502",)))
     assert found == []
+
+
+# -- TL503 ----------------------------------------------------------------------------------------------------
+
+CHECKPOINTING = """\
+import argparse
+
+import torch
+
+
+def main():
+    args = argparse.ArgumentParser().parse_args()
+    model = torch.compile(Net().cuda())
+    if args.resume:
+        checkpoint = torch.load(args.resume)
+        model.load_state_dict(checkpoint["model"])
+    optimizer = torch.optim.AdamW(model.parameters())
+    for step, (inputs, targets) in enumerate(loader):
+        loss = criterion(model(inputs.cuda()), targets.cuda())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    torch.save(state, "checkpoint.pt")
+    best = model.state_dict()
+    model.load_state_dict(best)
+"""
+
+
+def test_a_compiled_wrappers_checkpoint_saved_or_loaded_by_name_is_flagged():
+    found = Linter().check_text("train.py", CHECKPOINTING, settings(select=("TL503",)))
+    assert [(d.location.line, d.message.split(" uses")[0]) for d in found] == [
+        (11, "`model.load_state_dict(...)`"),
+        (18, "`model.state_dict(...)`"),
+    ]
+    assert found[0].note == (
+        "no automatic fix: compile in place (`model.compile()` keeps the keys), or save and load "
+        "`model._orig_mod`'s state dict"
+    )
+
+
+def test_a_module_that_handles_the_prefix_or_compiles_in_place_is_silent():
+    unwrapped = CHECKPOINTING.replace(
+        '"model": model.state_dict()', '"model": getattr(model, "_orig_mod", model).state_dict()'
+    )
+    assert _found(unwrapped, "TL503") == []
+    in_place = CHECKPOINTING.replace(
+        "    model = torch.compile(Net().cuda())\n", "    model = Net().cuda()\n    model.compile()\n"
+    )
+    assert _found(in_place, "TL503") == []

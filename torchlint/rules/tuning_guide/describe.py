@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchlint.rules.tuning_guide.checkpoints import CheckpointAnalysis
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
 from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis
 from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
@@ -28,6 +29,10 @@ def describe(facts: ModuleFacts) -> list[str]:
         "evaluation loops that run with gradients on": [
             f"line {line(found.call)}: `{found.model}(...)`"
             for found in facts.analysis(EvaluationAnalysis).building_graphs
+        ],
+        "compiled wrappers' state dicts saved or loaded": [
+            f"line {line(found.call)}: `{found.name}.{found.method}(...)`"
+            for found in facts.analysis(CheckpointAnalysis).wrapper_state_dicts
         ],
         "grad scalers stepped without an update every iteration": [
             f"line {line(found.step)}: `{found.scaler}`"

@@ -12,6 +12,7 @@ from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
+    from torchlint.rules.tuning_guide.checkpoints import CheckpointAnalysis
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
     from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis, GraphInEvaluation
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
@@ -35,6 +36,12 @@ def _evaluation(facts: ModuleFacts) -> EvaluationAnalysis:
     from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis
 
     return facts.analysis(EvaluationAnalysis)
+
+
+def _checkpoints(facts: ModuleFacts) -> CheckpointAnalysis:
+    from torchlint.rules.tuning_guide.checkpoints import CheckpointAnalysis
+
+    return facts.analysis(CheckpointAnalysis)
 
 
 def _scalers(facts: ModuleFacts) -> ScalerAnalysis:
@@ -116,6 +123,26 @@ class EvaluationBuildsGraphs(Rule):
         if edit is None:
             return None
         return Fix(f"Run the loop under `{name}.no_grad()`", Applicability.UNSAFE, (edit,), imports)
+
+
+class CompiledWrapperStateDict(Rule):
+    code = "TL503"
+    name = "compiled-wrapper-state-dict"
+    needs_text = ("state_dict",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in _checkpoints(facts).wrapper_state_dicts:
+            line = facts.line_of(found.compile_site)
+            message = (
+                f"`{found.name}.{found.method}(...)` uses the compiled wrapper `{found.name}` (bound by the "
+                f"compile at line {line}): its keys start with `_orig_mod.`, so checkpoints do not load "
+                "across compiled and uncompiled models"
+            )
+            note = no_fix(
+                f"compile in place (`{found.name}.compile()` keeps the keys), or save and load "
+                f"`{found.name}._orig_mod`'s state dict"
+            )
+            yield self.finding(facts, found.call, message, note=note)
 
 
 class GradScalerStepWithoutUpdate(Rule):
