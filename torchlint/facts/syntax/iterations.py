@@ -20,15 +20,36 @@ def assigned_in(loop: cst.For | cst.While) -> set[str]:
     found: set[str] = set()
     for statement in statements(loop):
         if isinstance(statement, cst.For):
-            found.update(_bound(statement.target))
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Assign):
-                    for target in small.targets:
-                        found.update(_bound(target.target))
-                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-                    found.update(_bound(small.target))
+            found.update(bound_names(statement.target))
+        for targets, _ in assignments(statement):
+            found.update(targets)
     return found
+
+
+def assignments(line: cst.CSTNode) -> list[tuple[list[str], cst.BaseExpression]]:
+    """(the names bound, the value) for each assignment of a statement line (`a, b = x`, `y += z`)."""
+    if not isinstance(line, cst.SimpleStatementLine):
+        return []
+    found = []
+    for small in line.body:
+        if isinstance(small, cst.Assign):
+            found.append(([n for target in small.targets for n in bound_names(target.target)], small.value))
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
+            found.append((bound_names(small.target), small.value))
+    return found
+
+
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target binds, a tuple or list of targets unpacked."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in bound_names(element.value)]
+    name = dotted_name(target)
+    return [name] if name else []
+
+
+def mentioned_names(node: cst.CSTNode) -> set[str]:
+    """The names and dotted attributes an expression mentions (`loss`, `self.loss`, and `self`)."""
+    return {name for n in descendants(node) if (name := dotted_name(n)) is not None}
 
 
 def varies(test: cst.BaseExpression, assigned: set[str]) -> bool:
@@ -54,10 +75,3 @@ def dotted_name(node: cst.CSTNode) -> str | None:
         inner = dotted_name(node.value)
         return f"{inner}.{node.attr.value}" if inner else None
     return None
-
-
-def _bound(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [name for element in target.elements for name in _bound(element.value)]
-    name = dotted_name(target)
-    return [name] if name else []

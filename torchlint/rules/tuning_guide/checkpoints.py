@@ -17,8 +17,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.iterations import dotted_name
-from torchlint.facts.syntax.walk import contains, descendants, statements
+from torchlint.facts.syntax.iterations import assignments, dotted_name, mentioned_names
+from torchlint.facts.syntax.walk import contains, statements
 from torchlint.facts.torch.models import ModelAnalysis
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class CheckpointAnalysis:
             if any(contains(save.node, record.node) for save in saves):
                 return True
             names = _assigned_from(record.function.node if record.function else source.module, record.node)
-            return any(names & _mentioned(save.node) for save in saves)
+            return any(names & mentioned_names(save.node) for save in saves)
         loads = [c for c in calls if _named(source, c, "torch.load")]
         argument = record.node.args[0].value if record.node.args else None
         if argument is None:
@@ -86,7 +86,7 @@ class CheckpointAnalysis:
         loaded: set[str] = set()
         for load in loads:
             loaded |= _assigned_from(holder, load.node)
-        return bool(loaded & _mentioned(argument))
+        return bool(loaded & mentioned_names(argument))
 
 
 def _handles_the_prefix(source: SourceModule) -> bool:
@@ -107,25 +107,12 @@ def _named(source: SourceModule, record: CallRecord, qualname: str) -> bool:
     return source.qualname(record.node.func, record.scope) == qualname
 
 
-def _mentioned(node: cst.CSTNode) -> set[str]:
-    return {name for n in descendants(node) if (name := dotted_name(n)) is not None}
-
-
 def _assigned_from(holder: cst.CSTNode, value: cst.CSTNode) -> set[str]:
-    """The names the statements of `holder` assign from an expression holding `value`."""
-    names: set[str] = set()
-    for statement in statements(holder):
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                if contains(small.value, value):
-                    targets = small.targets if isinstance(small, cst.Assign) else [small]
-                    for target in targets:
-                        node = target.target
-                        names |= (
-                            {n for n in _mentioned(node)}
-                            if isinstance(node, cst.Tuple)
-                            else ({dotted_name(node)} - {None})
-                        )
-    return names
+    """The names the statement lines of `holder` assign from an expression holding `value`."""
+    return {
+        name
+        for statement in statements(holder)
+        for targets, assigned in assignments(statement)
+        if contains(assigned, value)
+        for name in targets
+    }

@@ -69,21 +69,27 @@ class EvaluationAnalysis:
             evaluated = {
                 receiver for record in function.calls if (receiver := _eval_receiver(record.node)) is not None
             }
-            if not evaluated or not function.loops or self._differentiates(function, training):
+            if not evaluated or not function.loops or self._decorated_grad_free(function):
                 continue
-            if self._decorated_grad_free(function) or not self._called_with_gradients(function):
-                continue
+            # Local questions first: what differentiates and who calls the function may read other files.
             free = self._calls_without_gradients(function.node, function.scope)
-            for loop in function.loops:
-                for record in loop.calls:
-                    name = dotted_name(record.node.func)
-                    if name not in evaluated or id(record.node) in free:
-                        continue
-                    if any(other.call is record.node for other in found):
-                        continue
-                    outer = _outermost(loop, function)
-                    block = _block_holding(function.node, outer.node)
-                    found.append(GraphInEvaluation(record.node, name, outer.node, block, function.scope))
+            forwards = [
+                (loop, record)
+                for loop in function.loops
+                for record in loop.calls
+                if dotted_name(record.node.func) in evaluated and id(record.node) not in free
+            ]
+            if not forwards or self._differentiates(function, training):
+                continue
+            if not self._called_with_gradients(function):
+                continue
+            for loop, record in forwards:
+                if any(other.call is record.node for other in found):
+                    continue
+                outer = _outermost(loop, function)
+                block = _block_holding(function.node, outer.node)
+                name = dotted_name(record.node.func) or ""
+                found.append(GraphInEvaluation(record.node, name, outer.node, block, function.scope))
         return found
 
     # -- where gradients are off ------------------------------------------------------------------------
@@ -143,14 +149,15 @@ class EvaluationAnalysis:
 
     def _differentiates(self, function: FunctionRecord, training: TrainingAnalysis) -> bool:
         """A backward pass or an optimizer step (also through what it calls), or a call that differentiates
-        in its body, in a function defined inside it, or in a function of this module it calls."""
+        in its body, in a function defined inside it, or in a function of this module it calls by name."""
         if training.function_events(function) & {BACKWARD, STEP}:
             return True
         bodies = [function.node]
-        for record in function.calls:
-            target = self.source.callee(record)
-            if target is not None and target[0] is self.source:
-                bodies.append(target[1].node)
+        for record in function.calls:  # this file's functions called by name (no project-wide resolution)
+            func = record.node.func
+            helper = self.source.top_level_function(func.value) if isinstance(func, cst.Name) else None
+            if helper is not None:
+                bodies.append(helper.node)
         for body in bodies:
             for call in calls_in(body):
                 func = call.func

@@ -63,6 +63,8 @@ class HostSyncEveryStep(Rule):
     needs_text = ("backward",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if facts.runs_on_xla:
+            return  # lazy XLA tensors: every read runs a graph of its own, a different trade-off
         for read in _syncs(facts).every_step:
             message = (
                 f"`{read.text}` reads `{read.value}` from the GPU every training step: the CPU waits for "

@@ -17,8 +17,8 @@ log_every == 0`, `if not math.isfinite(loss_value)`), or in a branch of a condit
 for the run (`if accelerator.is_main_process:`, `if args.verbose:`) reads every step where it holds. A name
 assigned a host read (`lossf = lossf.item()`) holds a number from there on. Silent also when the loop does not
 train on CUDA (the module's device evidence or, for a helper, that of the files calling it; a CPU tensor's
-read costs nothing), and for modules that run on XLA, whose lazy tensors make every read a graph execution of
-its own.
+read costs nothing). A module that runs on XLA (`facts.runs_on_xla`) is the rule's to leave alone: its lazy
+tensors make every read a graph execution of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.iterations import assigned_in, dotted_name, varies
+from torchlint.facts.syntax.iterations import assigned_in, assignments, dotted_name, mentioned_names, varies
 from torchlint.facts.syntax.walk import descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
@@ -92,8 +92,7 @@ class SyncAnalysis:
     # -- which loops and which branches -----------------------------------------------------------------
 
     def _on_cuda(self, loop: LoopRecord) -> bool:
-        source = self.source
-        return not _runs_on_xla(source) and source.analysis(CallerAnalysis).loop_device(loop).may_be_cuda
+        return self.source.analysis(CallerAnalysis).loop_device(loop).may_be_cuda
 
     def _sometimes(self, loop: LoopRecord, values: set[str]) -> set[int]:
         """The tests of the `if`s inside the loop whose branches run on some steps only: a test that changes
@@ -154,14 +153,12 @@ class SyncAnalysis:
         """The loss and every name the loop's body assigns from it (not from a host read of it), wherever
         in the body: on the next step, a value assigned at its end is there at its start."""
         values = set(seeds)
-        assignments = [
-            (targets, value) for line in statements(loop.node.body) for targets, value in _assignments(line)
-        ]
+        assigned = [pair for line in statements(loop.node.body) for pair in assignments(line)]
         changed = True
         while changed:
             changed = False
-            for targets, value in assignments:
-                if _reads_on_host(value, inner=True) or not (_names(value) & values):
+            for targets, value in assigned:
+                if _reads_on_host(value, inner=True) or not (mentioned_names(value) & values):
                     continue
                 for target in targets:
                     if target not in values:
@@ -181,7 +178,7 @@ class SyncAnalysis:
         elif isinstance(func, cst.Name) and func.value in READ_BUILTINS and len(call.args) == 1:
             operand = call.args[0].value
         elif isinstance(func, cst.Name) and func.value == "print":
-            operand = next((arg.value for arg in call.args if _names(arg.value) & values), None)
+            operand = next((arg.value for arg in call.args if mentioned_names(arg.value) & values), None)
         if operand is None:
             formatted = self._formatted(call, values)
             if formatted is None:
@@ -189,7 +186,7 @@ class SyncAnalysis:
             node, operand = formatted
         if _reads_on_host(operand, inner=True):
             return None  # `loss.item()` inside `float(loss.item())`: counted once, at the inner read
-        read = sorted(_names(operand) & values)
+        read = sorted(mentioned_names(operand) & values)
         if not read:
             return None
         return HostRead(node, source.code(node), read[0])
@@ -201,7 +198,9 @@ class SyncAnalysis:
                 continue
             for part in arg.value.parts:
                 if isinstance(part, cst.FormattedStringExpression):
-                    if _names(part.expression) & values and not _reads_on_host(part.expression, inner=True):
+                    if mentioned_names(part.expression) & values and not _reads_on_host(
+                        part.expression, inner=True
+                    ):
                         return arg.value, part.expression
         return None
 
@@ -248,45 +247,14 @@ def _evaluated(statement: cst.CSTNode) -> list[cst.CSTNode]:
 def _rebind(statement: cst.CSTNode, current: set[str], seeds: set[str]) -> None:
     """The device values after a statement: a name assigned a host read (`lossf = lossf.item()`) holds a
     number from there on, one assigned from a device value a tensor; the loss stays the loss."""
-    for targets, value in _assignments(statement):
+    for targets, value in assignments(statement):
         host = _reads_on_host(value, inner=True)
-        device = not host and bool(_names(value) & current)
+        device = not host and bool(mentioned_names(value) & current)
         for target in targets:
             if device:
                 current.add(target)
             elif target not in seeds or host:
                 current.discard(target)
-
-
-def _assignments(line: cst.CSTNode) -> list[tuple[list[str], cst.BaseExpression]]:
-    """(the names a statement binds, the value) for the assignments of a statement line."""
-    if not isinstance(line, cst.SimpleStatementLine):
-        return []
-    found = []
-    for small in line.body:
-        if isinstance(small, cst.Assign):
-            names = [n for target in small.targets for n in _targets(target.target)]
-            found.append((names, small.value))
-        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and small.value is not None:
-            found.append((_targets(small.target), small.value))
-    return found
-
-
-def _targets(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _targets(element.value)]
-    name = dotted_name(target)
-    return [name] if name else []
-
-
-def _names(expr: cst.CSTNode) -> set[str]:
-    """The names and dotted attributes (`loss`, `self.loss`) an expression mentions."""
-    found: set[str] = set()
-    for node in descendants(expr):
-        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if name:
-            found.add(name)
-    return found
 
 
 def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
@@ -301,9 +269,3 @@ def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
         if isinstance(func, cst.Name) and func.value in READ_BUILTINS:
             return True
     return False
-
-
-def _runs_on_xla(source: SourceModule) -> bool:
-    return any(
-        (source.qualname(call.node.func, call.scope) or "").startswith("torch_xla.") for call in source.calls
-    )
