@@ -203,7 +203,20 @@ def wrap_in_with(
         body=cst.IndentedBlock(body=inner),
         leading_lines=getattr(first, "leading_lines", ()),
     )
-    return replace_node(source, block, block.with_changes(body=[*body[:start], wrapped, *body[end:]]))
+    edit = replace_node(source, block, block.with_changes(body=[*body[:start], wrapped, *body[end:]]))
+    # Re-indenting is a change of every wrapped line, however little text the minimal edit touches: the
+    # edit spans them all, so that another fix wrapping or re-indenting any of them conflicts with this one
+    # (the fixer then applies one, and the other on its next pass) instead of merging into broken code.
+    covered_start, _ = source.line_span(statements[0])
+    _, covered_end = source.span(statements[-1])
+    return widened(source, edit, covered_start, covered_end)
+
+
+def widened(source: SourceModule, edit: Edit, start: int, end: int) -> Edit:
+    """`edit`, made to replace at least `text[start:end]` (the same result, a wider claim on the text)."""
+    new_start, new_end = min(edit.start, start), max(edit.end, end)
+    text = source.text
+    return Edit(new_start, new_end, text[new_start : edit.start] + edit.content + text[edit.end : new_end])
 
 
 def move_out_of_with(source: SourceModule, block: cst.BaseSuite, region: cst.With, start: int) -> Edit | None:
