@@ -112,6 +112,35 @@ def test_torch_version_silences_rules_whose_replacement_is_newer(project):
     assert findings() == [("train.py", "TL303")]
 
 
+@pytest.mark.parametrize(
+    "file, declaration",
+    [
+        ("requirements.txt", "numpy\ntorch==2.2.1\ntorchvision==0.17\n"),
+        ("requirements/base.txt", "torch>=2.2,<2.5  # tested range\n"),
+        ("environment.yml", "dependencies:\n  - python=3.10\n  - pytorch=2.2.0=py3.10_cuda12.1_0\n"),
+        (
+            "pyproject.toml",
+            '[project]\nname = "demo"\n\n[project.optional-dependencies]\ngpu = ["torch==2.2.*"]\n',
+        ),
+        ("pyproject.toml", '[tool.poetry.dependencies]\ntorch = "^2.2"\n'),
+        ("setup.py", "setup(name='demo', install_requires=['torch~=2.2.0', 'lion-pytorch==0.2'])\n"),
+    ],
+)
+def test_a_torch_the_project_pins_in_its_dependency_files_is_its_torch_version(project, file, declaration):
+    (project / file).parent.mkdir(exist_ok=True)
+    (project / file).write_text(declaration)
+    (project / ".git").mkdir()
+    assert findings() == [("train.py", "TL303")]  # TL304's replacement needs torch 2.3
+    assert findings("--isolated") == [("train.py", "TL303")]  # declared, not configured: read anyway
+    assert sorted(findings("--torch-version", "2.4")) == [("train.py", "TL303"), ("train.py", "TL304")]
+
+
+def test_a_lower_bound_alone_or_another_package_declares_no_torch_version(project):
+    (project / ".git").mkdir()
+    (project / "requirements.txt").write_text("torch>=1.8\nopen-clip-torch==2.20.0\ndiffusers[torch]==0.32\n")
+    assert sorted(findings()) == [("train.py", "TL303"), ("train.py", "TL304")]
+
+
 def test_exclude_and_extend_exclude(project):
     (project / "generated").mkdir()
     (project / "generated" / "a.py").write_text(DEPRECATED)
@@ -197,3 +226,23 @@ def test_a_symlink_loop_is_reported_as_unreadable(tmp_path, monkeypatch):
         result.exit_code == 1
         and "TL002 l1.py: cannot read: Too many levels of symbolic links" in result.output
     )
+
+
+@pytest.mark.parametrize(
+    "spec, oldest",
+    [
+        ("==1.10.2", (1, 10)),
+        (">=1.10.1, < 1.13.0", (1, 10)),
+        ("<1.13", (1, 12)),
+        ("<2.0", (1, 99)),
+        ("^1.5.1", (1, 5)),
+        ("=1.4.0", (1, 4)),
+        ("1.7.0", (1, 7)),
+        (">=1.7", None),
+        ("!=1.8", None),
+    ],
+)
+def test_the_oldest_torch_a_specifier_allows(spec, oldest):
+    from torchlint.workspace.declared_torch import lowest_allowed
+
+    assert lowest_allowed(spec) == oldest

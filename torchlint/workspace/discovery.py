@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pathspec
 
+from torchlint.workspace.declared_torch import declared_torch
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import project_root
 from torchlint.workspace.settings import (
@@ -85,7 +86,7 @@ class SettingsResolver:
     def _load(self, path: Path) -> Settings:
         cached = self._by_file.get(path)
         if cached is None:
-            settings = load_settings(path, self.known_codes, self.rule_options, self.fs)
+            settings = self._declared(load_settings(path, self.known_codes, self.rule_options, self.fs))
             cached = self._by_file[path] = self.cli.apply(settings, self.known_codes, self.rule_options)
         return cached
 
@@ -131,8 +132,16 @@ class SettingsResolver:
             if self.user is not None and self.fs.is_file(self.user):
                 found = load_settings(self.user, self.known_codes, self.rule_options, self.fs)
                 settings = replace(found, root=root)
+            settings = self._declared(settings)
             self._by_file[key] = self.cli.apply(settings, self.known_codes, self.rule_options)
         return self._by_file[key]
+
+    def _declared(self, settings: Settings) -> Settings:
+        """`torch-version` unset: the oldest torch the project's dependency files declare, if any."""
+        if settings.torch_version is not None or settings.root is None:
+            return settings
+        declared = declared_torch(settings.root, self.fs)
+        return replace(settings, torch_version=declared) if declared is not None else settings
 
     def for_file(self, path: Path) -> Settings:
         return self.for_directory(path.parent)

@@ -277,9 +277,10 @@ KEY_DOCS: dict[str, tuple[str, str]] = {
         "only matter on a GPU (TL101, TL201, TL202, TL301); `cuda` treats an unknown device as CUDA.",
     ),
     "torch-version": (
-        "none",
+        "the torch the project's dependency files pin",
         'The oldest torch the project supports ("MAJOR.MINOR"); '
-        "rules whose replacement API is newer stay silent.",
+        "rules whose replacement API is newer stay silent. Unset, a pin or upper bound of torch in "
+        "requirements*.txt, environment.yml, pyproject.toml or setup.py at the project root gives it.",
     ),
     "unsafe-fixes": ("false", "Let `--fix` apply unsafe fixes, as if `--unsafe-fixes` were given."),
     "fixable": ('["ALL"]', "Rule codes or prefixes whose fixes `--fix` may apply (`--fixable` replaces it)."),
