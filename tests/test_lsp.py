@@ -34,7 +34,7 @@ TRAIN = textwrap.dedent(
     def main():
         device = torch.device("cuda")
         model = torch.compile(torch.nn.Linear(4, 2).to(device))
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, fused=True)
         scaler = torch.cuda.amp.GradScaler()
         loader = DataLoader(dataset, batch_size=32)
         for epoch in range(3):

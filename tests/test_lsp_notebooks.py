@@ -21,7 +21,7 @@ MARKDOWN, CODE = types.NotebookCellKind.Markup, types.NotebookCellKind.Code
 IMPORTS = "%matplotlib inline\nimport torch\nfrom torch.utils.data import DataLoader\n"
 SETUP = (
     "model = torch.nn.Linear(4, 2).cuda()\n"
-    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, fused=True)\n"
     "scaler = torch.cuda.amp.GradScaler()\n"
     "loader = DataLoader(dataset, batch_size=32)"
 )

@@ -172,9 +172,9 @@ def test_the_setup_before_0_11_runs_one_server_for_the_files_of_one_project(tmp_
     train = training_project(tmp_path / "project", {"pyproject.toml": "file"})
     other = Path(shutil.copy(FIXTURES / "compile_cpu" / "train.py", train.parent / "other.py"))
     session = neovim_session(BEFORE_0_11, [train, other], scratch)
-    assert [d[0] for d in neovim_diagnostics(session, other)] == ["TL101", "TL301", "TL501"], session[
-        "messages"
-    ]
+    assert [d[0] for d in neovim_diagnostics(session, other)] == ["TL101", "TL301", "TL501", "TL505"], (
+        session["messages"]
+    )
     assert neovim_diagnostics(session, train) == cli_diagnostics(train)
     assert session["clients"] == [{"name": "torchlint", "root_dir": str(tmp_path / "project")}]
 

@@ -28,7 +28,7 @@ SETUP = [
 ]
 LOADER = [
     "model = torch.nn.Linear(10, 1).cuda()\n",
-    "opt = torch.optim.Adam(model.parameters())\n",
+    "opt = torch.optim.Adam(model.parameters(), fused=True)\n",
     "data = TensorDataset(torch.randn(64, 10), torch.randn(64, 1))\n",
     "loader = DataLoader(data, batch_size=8)",
 ]
@@ -290,7 +290,7 @@ def test_diff_shows_one_diff_per_changed_cell(project):
         "+++ train.ipynb:cell 3\n"
         "@@ -1,4 +1,4 @@\n"
         " model = torch.nn.Linear(10, 1).cuda()\n"
-        " opt = torch.optim.Adam(model.parameters())\n"
+        " opt = torch.optim.Adam(model.parameters(), fused=True)\n"
         " data = TensorDataset(torch.randn(64, 10), torch.randn(64, 1))\n"
         "-loader = DataLoader(data, batch_size=8)\n"
         "\\ No newline at end of file\n"

@@ -8,6 +8,8 @@ from torchlint.rules.tuning_guide.checkpoints import CheckpointAnalysis
 from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
 from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis
 from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
+from torchlint.rules.tuning_guide.matmul_precision import MatmulPrecisionAnalysis
+from torchlint.rules.tuning_guide.optimizers import OptimizerAnalysis
 from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
 from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 def describe(facts: ModuleFacts) -> list[str]:
     line = facts.line_of
+    float32 = facts.analysis(MatmulPrecisionAnalysis).float32_loop
     sections = {
         "host reads of the loss every training step": [
             f"line {line(read.node)}: `{read.text}` reads `{read.value}`"
@@ -25,6 +28,14 @@ def describe(facts: ModuleFacts) -> list[str]:
         "tensors made on the host and copied every training step": [
             f"line {line(moved.copy)}: `{moved.factory_text}(...)` to {moved.device}"
             for moved in facts.analysis(HostTensorAnalysis).every_step
+        ],
+        "training loops on the GPU with nothing deciding about precision (TF32 off)": [
+            f"line {line(float32.head)}: `{facts.code(float32.head)}`"
+        ]
+        if float32
+        else [],
+        "optimizers built without `fused=` for a loop on the GPU": [
+            f"line {line(found.call)}: `{found.name}`" for found in facts.analysis(OptimizerAnalysis).unfused
         ],
         "evaluation loops that run with gradients on": [
             f"line {line(found.call)}: `{found.model}(...)`"

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
     from torchlint.rules.tuning_guide.graphs import EvaluationAnalysis, GraphInEvaluation
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
+    from torchlint.rules.tuning_guide.matmul_precision import Float32Loop, MatmulPrecisionAnalysis
+    from torchlint.rules.tuning_guide.optimizers import OptimizerAnalysis
+    from torchlint.rules.tuning_guide.running_totals import RunningTotal, RunningTotalAnalysis
     from torchlint.rules.tuning_guide.scalers import ScalerAnalysis
     from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
@@ -26,10 +29,28 @@ def _syncs(facts: ModuleFacts) -> SyncAnalysis:
     return facts.analysis(SyncAnalysis)
 
 
+def _running_totals(facts: ModuleFacts) -> RunningTotalAnalysis:
+    from torchlint.rules.tuning_guide.running_totals import RunningTotalAnalysis
+
+    return facts.analysis(RunningTotalAnalysis)
+
+
 def _host_tensors(facts: ModuleFacts) -> HostTensorAnalysis:
     from torchlint.rules.tuning_guide.host_tensors import HostTensorAnalysis
 
     return facts.analysis(HostTensorAnalysis)
+
+
+def _matmul_precision(facts: ModuleFacts) -> MatmulPrecisionAnalysis:
+    from torchlint.rules.tuning_guide.matmul_precision import MatmulPrecisionAnalysis
+
+    return facts.analysis(MatmulPrecisionAnalysis)
+
+
+def _optimizers(facts: ModuleFacts) -> OptimizerAnalysis:
+    from torchlint.rules.tuning_guide.optimizers import OptimizerAnalysis
+
+    return facts.analysis(OptimizerAnalysis)
 
 
 def _evaluation(facts: ModuleFacts) -> EvaluationAnalysis:
@@ -60,6 +81,7 @@ class HostSyncEveryStep(Rule):
     code = "TL501"
     name = "host-sync-every-step"
     speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
     needs_text = ("backward",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
@@ -70,11 +92,23 @@ class HostSyncEveryStep(Rule):
                 f"`{read.text}` reads `{read.value}` from the GPU every training step: the CPU waits for "
                 "the step's GPU work to finish before it can queue the next one"
             )
+            total = _running_totals(facts).of(read.node, read.loop) if read.loop is not None else None
+            if total is not None:
+                yield self.finding(facts, read.node, message, self._fix(facts, total))
+                continue
             note = no_fix(
                 f"keep a running total on the device (`total += {read.value}.detach()`) and read it once per "
                 "log interval (`if step % log_every == 0:`)"
             )
             yield self.finding(facts, read.node, message, note=note)
+
+    def _fix(self, facts: ModuleFacts, total: RunningTotal) -> Fix:
+        edits = [build.replace_expression(facts.source, total.read, f"{total.operand}.detach().float()")]
+        edits += [
+            build.replace_expression(facts.source, load, f"float({total.total})") for load in total.loads
+        ]
+        title = f"Keep `{total.total}` on the device; read it with `float({total.total})`"
+        return Fix(title, Applicability.UNSAFE, tuple(edits))
 
 
 class HostTensorMovedEveryStep(Rule):
@@ -96,6 +130,72 @@ class HostTensorMovedEveryStep(Rule):
                 Fix(f"Create it with `device={moved.device}`", safety, (edit,)) if edit is not None else None
             )
             yield self.finding(facts, moved.copy, message, fix)
+
+
+class Float32MatmulWithoutTf32(Rule):
+    code = "TL504"
+    name = "float32-matmul-without-tf32"
+    speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("backward",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((1, 12)):
+            return  # before torch 1.12, TF32 matmuls were on by default
+        found = _matmul_precision(facts).float32_loop
+        if found is None:
+            return
+        message = (
+            "this training loop may run on the GPU in float32 with TF32 off (torch's default): matrix "
+            "multiplications (`nn.Linear`, attention) run at full float32 precision instead of on the tensor "
+            "cores of Ampere and later GPUs"
+        )
+        fix, reason = self._fix(facts, found)
+        yield self.finding(facts, found.head, message, fix, note=no_fix(reason) if reason else "")
+
+    def _fix(self, facts: ModuleFacts, found: Float32Loop) -> tuple[Fix | None, str]:
+        if not self.torch_supports((1, 12)):
+            return (
+                None,
+                "`torch.set_float32_matmul_precision` needs torch 1.12 (see the `torch-version` setting)",
+            )
+        torch = build.name_module(facts.source, "torch", found.loop.scope)
+        if torch is None:
+            return None, "the name `torch` means something else here"
+        name, imports = torch
+        edit = build.statement_before(
+            facts.source, found.statement, f'{name}.set_float32_matmul_precision("high")'
+        )
+        if edit is None:
+            return None, "the loop shares its line with other code"
+        title = 'Allow TF32 matmuls: `torch.set_float32_matmul_precision("high")` before the loop'
+        return Fix(title, Applicability.UNSAFE, (edit,), imports), ""
+
+
+class OptimizerNotFused(Rule):
+    code = "TL505"
+    name = "optimizer-not-fused"
+    speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
+    needs_text = ("optim",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((2, 0)):
+            return
+        for found in _optimizers(facts).unfused:
+            callee = facts.code(found.callee)
+            message = (
+                f"`{callee}(...)` updates parameters on the GPU without `fused=True`: torch's default "
+                f"multi-tensor {found.name} launches several kernels per step where the fused one launches "
+                "one per group of tensors"
+            )
+            if not self.torch_supports((2, 4)):
+                reason = "fused kernels for every device need torch 2.4 (see the `torch-version` setting)"
+                yield self.finding(facts, found.callee, message, note=no_fix(reason))
+                continue
+            edit = build.add_keyword(facts.source, found.call, "fused", "True")
+            fix = Fix("Set `fused=True`", Applicability.UNSAFE, (edit,)) if edit is not None else None
+            yield self.finding(facts, found.callee, message, fix)
 
 
 class EvaluationBuildsGraphs(Rule):

@@ -23,7 +23,7 @@ tensors make every read a graph execution of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,7 @@ class HostRead:
     node: cst.CSTNode  # the call (or the f-string) that reads it: where the finding goes
     text: str  # as written: "loss.item()", "print(loss)", "f\"{loss:.3f}\""
     value: str  # the device value read, as written: "loss"
+    loop: LoopRecord | None = field(default=None, compare=False)  # the training loop it is read in
 
 
 class SyncAnalysis:
@@ -85,7 +86,7 @@ class SyncAnalysis:
                             continue
                         read = self._read(record.node, current)
                         if read is not None and all(read.node is not other.node for other in found):
-                            found.append(read)
+                            found.append(replace(read, loop=loop))
                 _rebind(statement, current, seeds)
         return found
 

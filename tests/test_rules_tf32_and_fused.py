@@ -1,0 +1,210 @@
+"""TL504 (float32 matmuls with TF32 off) and TL505 (optimizers not fused) in the shapes real training code
+takes: a module-level script, `main()` with argparse, a trainer class, the model or the precision switch in
+another file, and the cases that must stay silent (convolutional networks, a decided precision, frameworks
+that set it at launch, an implementation chosen on purpose)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from support import codes_and_lines, fix, said, settings
+
+from torchlint.linter import Linter
+
+ATTENTION = """
+import torch
+from torch import nn
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.hidden = nn.Linear(width, 4 * width)
+        self.out = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.out((x @ x.transpose(-2, -1)).softmax(-1) @ self.hidden(x).relu())
+
+"""
+
+TRAIN = """
+def main(args):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = SelfAttention(args.width).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    for epoch in range(args.epochs):
+        for inputs, targets in loader:
+            loss = nn.functional.mse_loss(model(inputs.to(device)), targets.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def _found(source: str, select: str, **changes) -> list[tuple[str, int]]:
+    return codes_and_lines(textwrap.dedent(source), select=(select,), **changes)
+
+
+# -- TL504 ----------------------------------------------------------------------------------------------------
+
+
+def test_a_linear_model_trained_on_the_gpu_without_tf32_is_flagged_once_at_its_loop():
+    found = Linter().check_text("train.py", ATTENTION + TRAIN, settings(select=("TL504",)))
+    assert [(d.location.line, d.location.column) for d in found] == [(21, 32)]
+    assert said(found[0]).startswith("this training loop may run on the GPU in float32 with TF32 off")
+
+
+def test_the_fix_switches_tf32_on_before_the_outermost_loop_of_the_function():
+    fixed = fix(ATTENTION + TRAIN, select=("TL504",))
+    assert fixed == (ATTENTION + TRAIN).replace(
+        "    for epoch in", '    torch.set_float32_matmul_precision("high")\n    for epoch in'
+    )
+    assert fix(fixed, select=("TL504",)) == fixed
+
+
+def test_a_trainer_class_with_blocks_built_in_a_module_list_of_another_file_is_flagged(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "blocks.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass CausalAttention(nn.Module):\n    def __init__(self, d):\n"
+        "        super().__init__()\n        self.qkv = nn.Linear(d, 3 * d)\n        self.proj = nn.Linear(d, d)\n\n"
+        "    def forward(self, x):\n        q, k, v = self.qkv(x).chunk(3, -1)\n"
+        "        return self.proj((q @ k.transpose(-2, -1)).softmax(-1) @ v)\n"
+    )
+    (tmp_path / "model.py").write_text(
+        "from torch import nn\n\nfrom blocks import CausalAttention\n\n\nclass GPT(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.blocks = nn.ModuleList([CausalAttention(64) for _ in range(4)])\n"
+    )
+    train = tmp_path / "train.py"
+    train.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from model import GPT
+
+
+            class Trainer:
+                def __init__(self):
+                    self.model = GPT().cuda()
+                    self.optimizer = torch.optim.AdamW(self.model.parameters(), fused=True)
+
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.model(batch.cuda()).mean()
+                        loss.backward()
+                        self.optimizer.step()
+            """
+        )
+    )
+    found = Linter().check_text(str(train), train.read_text(), settings(select=("TL504",)))
+    assert [(d.code, d.location.line) for d in found] == [("TL504", 12)]
+
+
+def test_a_precision_decided_where_the_loop_runs_is_silent(tmp_path):
+    for decided in (
+        'torch.set_float32_matmul_precision("high")',
+        "torch.backends.cuda.matmul.allow_tf32 = False",
+        "torch.backends.fp32_precision = 'tf32'",
+        "scaler = torch.amp.GradScaler()",
+        "USE_AMP = args.amp",
+        "model = model.to(torch.bfloat16)",
+        "accelerator = Accelerator()",
+    ):
+        source = ATTENTION + TRAIN.replace("    optimizer =", f"    {decided}\n    optimizer =")
+        assert _found(source, "TL504") == [], decided
+    # ... or in the script that imports the training function
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    engine = tmp_path / "engine.py"
+    engine.write_text(textwrap.dedent(ATTENTION + TRAIN))
+    (tmp_path / "main.py").write_text(
+        'import torch\n\nfrom engine import main\n\ntorch.set_float32_matmul_precision("high")\nmain(None)\n'
+    )
+    assert Linter().check_text(str(engine), engine.read_text(), settings(select=("TL504",))) == []
+
+
+def test_a_convolutional_network_or_a_model_it_cannot_see_is_silent():
+    conv = ATTENTION.replace("nn.Linear(width, 4 * width)", "nn.Conv2d(width, 4 * width, 3)").replace(
+        "nn.Linear(4 * width, width)", "nn.Conv2d(4 * width, width, 3)"
+    )
+    assert _found(conv + TRAIN, "TL504") == []
+    unseen = "import torch\nfrom torch import nn\n\nfrom zoo import build_model\n" + TRAIN.replace(
+        "SelfAttention(args.width)", "build_model(args)"
+    )
+    assert _found(unseen, "TL504") == []
+
+
+def test_a_hugging_face_model_trained_in_a_loop_is_flagged_but_not_on_cpu():
+    source = """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("gpt2").cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+    """
+    assert _found(source, "TL504") == [("TL504", 6)]
+    assert _found(source, "TL504", device="cpu") == []
+    assert _found(source.replace(".cuda()", ""), "TL504") == []
+
+
+def test_silent_for_a_torch_older_than_1_12_where_tf32_matmuls_were_on_by_default():
+    assert _found(ATTENTION + TRAIN, "TL504", torch_version=(1, 11)) == []
+    assert _found(ATTENTION + TRAIN, "TL504", torch_version=(1, 12)) == [("TL504", 21)]
+
+
+# -- TL505 ----------------------------------------------------------------------------------------------------
+
+
+def test_adam_adamw_and_sgd_for_a_loop_on_the_gpu_are_flagged_with_the_fused_fix():
+    source = ATTENTION + TRAIN.replace(
+        "    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)",
+        "    from torch import optim\n\n    if args.sgd:\n"
+        "        optimizer = optim.SGD(model.parameters(), args.lr, momentum=0.9)\n"
+        "    else:\n        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)",
+    )
+    found = Linter().check_text("train.py", source, settings(select=("TL505",)))
+    assert [(d.location.line, said(d).split(" updates")[0]) for d in found] == [
+        (22, "`optim.SGD(...)`"),
+        (24, "`torch.optim.AdamW(...)`"),
+    ]
+    fixed = fix(source, select=("TL505",))
+    assert "optim.SGD(model.parameters(), args.lr, momentum=0.9, fused=True)" in fixed
+    assert "torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)" in fixed
+
+
+def test_an_implementation_chosen_a_cpu_loop_sparse_sgd_or_deepspeed_is_silent():
+    for chosen in ("fused=False", "foreach=True", "differentiable=True", "**optimizer_options"):
+        source = ATTENTION + TRAIN.replace("lr=args.lr)", f"lr=args.lr, {chosen})")
+        assert _found(source, "TL505") == [], chosen
+    cpu = ATTENTION + TRAIN.replace('"cuda" if torch.cuda.is_available() else "cpu"', '"cpu"')
+    assert _found(cpu, "TL505") == []
+    sparse = (ATTENTION + TRAIN).replace(
+        "torch.optim.AdamW", "torch.optim.SGD"
+    ) + "\nemb = nn.Embedding(10, 4, sparse=True)\n"
+    assert _found(sparse, "TL505") == []
+    assert _found(ATTENTION + "import deepspeed\n" + TRAIN, "TL505") == []
+
+
+def test_no_fix_for_a_torch_older_than_2_4_and_silence_before_2_0():
+    found = Linter().check_text(
+        "train.py", ATTENTION + TRAIN, settings(select=("TL505",), torch_version=(2, 1))
+    )
+    assert [(d.fix, "need torch 2.4" in (d.note or "")) for d in found] == [(None, True)]
+    assert _found(ATTENTION + TRAIN, "TL505", torch_version=(1, 13)) == []
+
+
+def test_sgd_over_dtensors_and_optimizers_megatron_replaces_or_an_old_torch_is_pinned_are_silent():
+    sharded = (ATTENTION + TRAIN).replace(
+        "import torch\n", "import torch\nfrom torch.distributed.fsdp import fully_shard\n", 1
+    )
+    sharded = sharded.replace("    optimizer =", "    fully_shard(model)\n    optimizer =")
+    assert _found(sharded, "TL505") == [("TL505", 21)]  # fused AdamW has a DTensor rule
+    assert _found(sharded.replace("torch.optim.AdamW", "torch.optim.SGD"), "TL505") == []
+    for pinned in (
+        "from accelerate.utils import MegatronLMDummyScheduler\n",
+        "from torchtext.legacy import data\n",
+    ):
+        assert _found(pinned + ATTENTION + TRAIN, "TL505") == [], pinned
