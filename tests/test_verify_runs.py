@@ -178,20 +178,24 @@ def test_two_process_ddp_under_torchrun():
     assert "torchrun with 2 processes (rank 0 reported)" in done.stdout
 
 
-def test_ddp_accumulation_without_no_sync_is_confirmed_by_its_all_reduce_count():
-    """TL601 at run time: every one of the 4 backward passes of a step all-reduces."""
+def test_ddp_accumulation_without_no_sync_is_confirmed_by_its_all_reduce_count_and_fixed_by_no_sync():
+    """TL601 at run time: every one of the 4 backward passes of a step all-reduces; under the fix's
+    `model.no_sync()` only the stepping one does, and the losses are the same."""
     done, report = verify(
-        "fixtures/verify_ddp/accumulate.py", "--torchrun", "2", "--steps", "4", "--warmup", "2", timeout=300
-    )
+        "fixtures/verify_ddp/accumulate.py", "--torchrun", "2", "--steps", "4", "--warmup", "2",
+        "--select", "TL601", "--unsafe-fixes", timeout=300,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    [found] = [
-        f for f in report["variants"][0]["runtime_findings"] if f["kind"] == "allreduce-per-micro-batch"
-    ]
+    original, fixed = report["variants"]
+    [found] = [f for f in original["runtime_findings"] if f["kind"] == "allreduce-per-micro-batch"]
     assert (found["codes"], found["value"]) == (["TL601"], 4)
     assert (
         "the gradients are all-reduced on each of the 4 backward passes of every optimizer step (1 all-reduce "
         "call each): all but the last are overwritten before the step -> TL601"
     ) in done.stdout
+    assert [f["kind"] for f in fixed["runtime_findings"] if f["kind"] == "allreduce-per-micro-batch"] == []
+    assert fixed["losses"]["verdict"] == "agree"
+    assert "TL601 fixtures/verify_ddp/accumulate.py:27:13 [unsafe] Skip the all-reduce" in done.stdout
 
 
 def test_steps_a_grad_scaler_skips_still_count_and_losses_are_unscaled_and_averaged():

@@ -11,6 +11,13 @@ from main.py), constructs `DistributedDataParallel` or `FullyShardedDataParallel
 about synchronisation, and is left alone, when it names `no_sync` or `require_backward_grad_sync`
 anywhere (nanoGPT toggles the flag on the last micro-step) or accumulates through a framework
 (`accelerator.accumulate`, Lightning's `accumulate_grad_batches`, DeepSpeed's engine).
+
+A fix is planned only in the plainest shape, where it is known to be right: the model wrapped once, on every
+run, by `name = DistributedDataParallel(...)` in this module (a model wrapped only on some runs has no
+`no_sync`), called by that name in the loop; the step under an `if` of the loop's body whose test reads
+nothing the body assigns and calls nothing (so that it can be asked before the forward pass, with the same
+answer); the backward pass in a statement of the loop's body before that `if`. The statements from the
+start of the body through the backward then go under `model.no_sync()` unless the iteration steps.
 """
 
 from __future__ import annotations
@@ -20,14 +27,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.iterations import assigned_in, varies
-from torchlint.facts.syntax.walk import statements
+from torchlint.facts.syntax.iterations import assigned_in, bound_names, dotted_name, mentioned_names, varies
+from torchlint.facts.syntax.walk import descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import BACKWARD, STEP, TrainingAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.syntax.names import Scope
 
 DISTRIBUTED_WRAPPERS = frozenset(
     {
@@ -51,6 +59,18 @@ class Accumulation:
     backward_text: str  # "loss.backward()", "scaler.scale(loss).backward()"
     wrapper: str  # "DistributedDataParallel" (as the module that wraps names it, last part)
     how: str  # "every `accumulate` iterations" said from the step's test, or "after the micro-batch loop"
+    plan: NoSyncPlan | None = None
+
+
+@dataclass(frozen=True)
+class NoSyncPlan:
+    """How a fix puts the non-stepping micro-batches under `model.no_sync()`."""
+
+    block: cst.IndentedBlock  # the loop's body
+    statements: list[cst.CSTNode]  # from its first statement through the backward
+    model: str  # the wrapped model's name: "model"
+    not_stepping: str  # the step's test negated: "(step + 1) % args.accumulation != 0"
+    scope: Scope  # the loop's, where the fix names `contextlib`
 
 
 class AccumulationAnalysis:
@@ -70,8 +90,9 @@ class AccumulationAnalysis:
                 continue
             accumulation = self._accumulates(loop, training)
             if accumulation is not None:
-                backward, how = accumulation
-                found.append(Accumulation(backward.node, source.code(backward.node), wrapper, how))
+                backward, how, test = accumulation
+                plan = self._plan(loop, backward, test) if test is not None else None
+                found.append(Accumulation(backward.node, source.code(backward.node), wrapper, how, plan))
         return found
 
     def _wrapper(self, loop: LoopRecord) -> str | None:
@@ -90,9 +111,11 @@ class AccumulationAnalysis:
                     return wrapper
         return None
 
-    def _accumulates(self, loop: LoopRecord, training: TrainingAnalysis) -> tuple[CallRecord, str] | None:
-        """The backward call that runs on micro-batches the optimizer does not step on, and how the step is
-        spaced; None when every iteration steps."""
+    def _accumulates(
+        self, loop: LoopRecord, training: TrainingAnalysis
+    ) -> tuple[CallRecord, str, cst.BaseExpression | None] | None:
+        """The backward call that runs on micro-batches the optimizer does not step on, how the step is
+        spaced, and the step's test when an `if` spaces it; None when every iteration steps."""
         source = self.source
         assigned = assigned_in(loop.node)
         varying = {
@@ -119,11 +142,77 @@ class AccumulationAnalysis:
             if step.loop is loop
         ]
         if spaced and all(test is not None for test in spaced):
-            return every_iteration[0], f"under `if {source.code(spaced[0])}:`"
+            test = spaced[0] if all(test is spaced[0] for test in spaced) else None
+            return every_iteration[0], f"under `if {source.code(spaced[0])}:`", test
         inner = [b for b in every_iteration if b.loop is not loop]
         if inner and all(step.loop is loop for step in steps):
-            return inner[0], "after the loop over micro-batches"
+            return inner[0], "after the loop over micro-batches", None
         return None
+
+    def _plan(self, loop: LoopRecord, backward: CallRecord, test: cst.BaseExpression) -> NoSyncPlan | None:
+        body = loop.node.body
+        if not isinstance(body, cst.IndentedBlock):
+            return None
+        own_targets = set(bound_names(loop.node.target)) if isinstance(loop.node, cst.For) else set()
+        if mentioned_names(test) & (assigned_in(loop.node) - own_targets):
+            return None  # the test reads what the body computes: not known before the forward pass
+        if any(isinstance(node, cst.Call) for node in descendants(test)):
+            return None
+        top = list(body.body)
+        backward_at = _index_holding(top, backward.node)
+        step_at = next((i for i, s in enumerate(top) if isinstance(s, cst.If) and s.test is test), None)
+        if backward_at is None or step_at is None or backward_at >= step_at:
+            return None
+        model = self._wrapped_model(loop)
+        if model is None:
+            return None
+        return NoSyncPlan(body, top[: backward_at + 1], model, self._negated(test), loop.scope)
+
+    def _negated(self, test: cst.BaseExpression) -> str:
+        """`a == b` as `a != b`; anything else as `not (...)`."""
+        code = self.source.code
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not test.lpar:
+            target = test.comparisons[0]
+            if isinstance(target.operator, cst.Equal):
+                return f"{code(test.left)} != {code(target.comparator)}"
+        return f"not ({code(test)})"
+
+    def _wrapped_model(self, loop: LoopRecord) -> str | None:
+        """The name the module binds, on every run, to its one `DistributedDataParallel(...)`, when the loop
+        calls it by that name: in the same function, as a parameter of the loop's function, or as an
+        attribute of `self` set by another method of the same class."""
+        source = self.source
+        wraps = [
+            c for c in source.calls if (source.qualname(c.node.func, c.scope) or "") in DISTRIBUTED_WRAPPERS
+        ]
+        if len(wraps) != 1 or wraps[0].conditional:
+            return None
+        assignment = source.assignment_of(wraps[0].node)
+        if assignment is None or not isinstance(assignment, cst.Assign) or len(assignment.targets) != 1:
+            return None
+        name = dotted_name(assignment.targets[0].target)
+        if name is None:
+            return None
+        called = any(dotted_name(call.node.func) == name for call in loop.all_calls())
+        wrapped_in, runs_in = wraps[0].function, loop.function
+        same_function = wrapped_in is runs_in
+        handed = runs_in is not None and name in runs_in.params
+        same_object = (  # `self.model = DDP(...)` in `__init__`, the loop in another method
+            name.startswith("self.")
+            and wrapped_in is not None
+            and runs_in is not None
+            and wrapped_in.owner is not None
+            and wrapped_in.owner is runs_in.owner
+        )
+        return name if called and (same_function or handed or same_object) else None
+
+
+def _index_holding(statements: list[cst.CSTNode], node: cst.CSTNode) -> int | None:
+    """The index of the statement that holds `node`."""
+    for index, statement in enumerate(statements):
+        if any(inner is node for inner in descendants(statement)):
+            return index
+    return None
 
 
 def _decided(module: SourceModule) -> bool:

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic
-from torchlint.rules.base import Rule, no_fix
+from torchlint.fix import build
+from torchlint.fix.model import Applicability, Fix
+from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
-    from torchlint.rules.distributed.accumulation import AccumulationAnalysis
+    from torchlint.rules.distributed.accumulation import AccumulationAnalysis, NoSyncPlan
     from torchlint.rules.distributed.wrappers import WrapperAnalysis
 
 
@@ -31,6 +33,7 @@ class AccumulationWithoutNoSync(Rule):
     code = "TL601"
     name = "ddp-accumulation-without-no-sync"
     speed_advice = True
+    fix_availability = FixAvailability.SOMETIMES
     needs_text = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "FSDP", "backward")
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
@@ -40,12 +43,29 @@ class AccumulationWithoutNoSync(Rule):
                 f"optimizer steps only {found.how}: each backward all-reduces the gradients across the "
                 "processes; skip that on the micro-batches that do not step, with `model.no_sync()`"
             )
-            note = no_fix(
+            fix = self._fix(facts, found.plan) if found.plan is not None else None
+            reason = (
                 "the forward and backward passes of the micro-batches that do not step go under "
-                "`with model.no_sync():` (`contextlib.nullcontext()` on the stepping one), which depends on "
-                "the loop's shape"
+                "`with model.no_sync():` (`contextlib.nullcontext()` on the stepping one), which depends "
+                "on the loop's shape"
             )
-            yield self.finding(facts, found.backward, message, note=note)
+            note = "" if fix else no_fix(reason)
+            yield self.finding(facts, found.backward, message, fix, note)
+
+    def _fix(self, facts: ModuleFacts, plan: NoSyncPlan) -> Fix | None:
+        contextlib = build.name_module(facts.source, "contextlib", plan.scope)
+        if contextlib is None:
+            return None
+        name, imports = contextlib
+        header = f"{plan.model}.no_sync() if {plan.not_stepping} else {name}.nullcontext()"
+        try:
+            edit = build.wrap_in_with(facts.source, plan.block, plan.statements, header)
+        except build.EditError:
+            return None
+        if edit is None:
+            return None
+        title = f"Skip the all-reduce on the micro-batches that do not step (`{plan.model}.no_sync()`)"
+        return Fix(title, Applicability.UNSAFE, (edit,), imports)
 
 
 class DataParallelInTraining(Rule):
