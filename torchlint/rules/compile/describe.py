@@ -1,10 +1,12 @@
 """`debug facts`, the compile family's section: the trained models with what is done to each and whether
-they are compiled, and every compile site."""
+they are compiled, every compile site, and this module's functions that run compiled with the likely graph
+breaks in them (TL106)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
 from torchlint.rules.compile.questions import CompileQuestions
 
 if TYPE_CHECKING:
@@ -46,4 +48,21 @@ def describe(facts: ModuleFacts) -> list[str]:
         out.append(f"  line {line(site.node)}: {site.how}{what}{every}")
     if not models.compile_sites:
         out.append("  (none)")
+    out.extend(_compiled_code(facts))
+    return out
+
+
+def _compiled_code(facts: ModuleFacts) -> list[str]:
+    """The functions here that run compiled (how they are reached), and the likely graph breaks in them;
+    nothing when none does (only functions holding a call a break may be made of are looked for)."""
+    analysis = facts.analysis(GraphBreakAnalysis)
+    if not analysis.compiled_bodies:
+        return []
+    out = ["compiled code here (likely graph breaks, TL106):"]
+    breaks = analysis.likely_breaks
+    for body in analysis.compiled_bodies:
+        out.append(f"  line {facts.line_of(body.function.node.name)}: {body.where}")
+        for found in breaks:
+            if found.where == body.where:
+                out.append(f"    line {facts.line_of(found.node)}: {found.kind} {found.construct}")
     return out

@@ -604,6 +604,12 @@ _PLAIN_BASES = {
 _DELEGATING = ("__getattr__", "__getattribute__")
 
 
+def classes_built(home: SourceModule, call: cst.BaseExpression, scope: Scope) -> list[_Class] | None:
+    """The project classes whose instances `call` may return (None: unknown): a class built, or what a
+    project factory returns (see `_classes_built`)."""
+    return _classes_built(home, call, scope, 0)
+
+
 def _classes_built(
     home: SourceModule, call: cst.BaseExpression, scope: Scope, depth: int
 ) -> list[_Class] | None:

@@ -25,6 +25,7 @@ from torchlint.rules.base import FixAvailability, Rule, no_fix
 
 if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
+    from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
     from torchlint.rules.compile.questions import CompileQuestions
 
 
@@ -32,6 +33,12 @@ def _questions(facts: ModuleFacts) -> CompileQuestions:
     from torchlint.rules.compile.questions import CompileQuestions
 
     return facts.analysis(CompileQuestions)
+
+
+def _graph_breaks(facts: ModuleFacts) -> GraphBreakAnalysis:
+    from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
+
+    return facts.analysis(GraphBreakAnalysis)
 
 
 class ModelNotCompiled(Rule):
@@ -322,6 +329,65 @@ class SequentialCompileNoop(Rule):
             return "", None
         title = f"Use `{model} = torch.compile({model})` (its `state_dict` keys gain `_orig_mod.`)"
         return "", Fix(title, Applicability.UNSAFE, (edit,), imports)
+
+
+GRAPH_BREAKS_URL = "https://docs.pytorch.org/docs/stable/compile/programming_model.graph_breaks_index.html"
+
+
+class LikelyGraphBreak(Rule):
+    """Code inside a compiled model's forward (or a compiled function) that Dynamo cannot put in the graph:
+    it stops the graph there, runs the construct in Python, and starts a new graph after it. Each break
+    costs a return to Python and splits what Inductor can fuse; a break on a tensor's value also makes the
+    host wait for the device. Reported as likely: the line must run while compiled (`torch.compiler.
+    is_compiling()` guards, disabled functions, error paths and debugging switches are left out), and
+    `torchlint verify` confirms each break it sees at the same line."""
+
+    code = "TL106"
+    name = "likely-graph-break"
+    speed_advice = True
+    # The calls a likely break is made of (`print`, `.item()`, `logger.info`, `warnings.warn`, a tensor
+    # reduction or test a branch reads, always written as an attribute: `x.sum()`, `torch.isnan(x)`); the
+    # compile site may be in another file. Not a bare `max(`: the builtins are no tensor.
+    needs_text = (
+        "print", "item(", "tolist(", "warn", "graph_break", "debug(", "info(", "error(", "exception(",
+        "critical(", "fatal(", "log(", ".any(", ".all(", ".sum(", ".mean(", ".max(", ".min(", ".amax(",
+        ".amin(", ".norm(", ".prod(", ".std(", ".var(", ".count_nonzero(", ".isnan(", ".isinf(", ".isfinite(",
+        ".equal(", ".allclose(", ".is_nonzero(",
+    )  # fmt: skip
+
+    # Why Dynamo stops the graph at each kind of construct.
+    reasons = {
+        "print": "`print` cannot go in a graph",
+        "logging": "a logging call cannot go in a graph",
+        "warning": "`warnings.warn` cannot go in a graph",
+        "item": "`.item()` reads a tensor's value into Python",
+        "tolist": "`.tolist()` reads a tensor's values into Python",
+        "scalar": "it reads a tensor's value into a Python number",
+        "branch": "which branch runs depends on a tensor's value",
+        "graph_break": "it asks for a graph break",
+    }
+    # What to do instead (the note: no fix is offered, each remedy changes what the code does).
+    remedies = {
+        "print": "remove it, move it out of the compiled code, or run it only in eager mode (`if not "
+        "torch.compiler.is_compiling():`)",
+        "item": "keep the value a tensor, or let Dynamo capture it with "
+        "`torch._dynamo.config.capture_scalar_outputs = True`",
+        "tolist": "keep the values in a tensor",
+        "branch": "compute both sides and choose with `torch.where`, or use `torch.cond`",
+        "graph_break": "remove it once the compiled code should run as one graph",
+    }
+    remedies["logging"] = remedies["warning"] = remedies["print"]
+    remedies["scalar"] = remedies["item"]
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for found in _graph_breaks(facts).likely_breaks:
+            message = (
+                f"{found.construct} in {found.where}, which is compiled {found.compiled_at}: "
+                f"{self.reasons[found.kind]}, so Dynamo likely breaks the graph here and the compiled "
+                f"{found.what} runs as several graphs with Python in between"
+            )
+            note = no_fix(f"{self.remedies[found.kind]}; see {GRAPH_BREAKS_URL}")
+            yield self.finding(facts, found.node, message, None, note)
 
 
 def _head(code: str) -> str:
