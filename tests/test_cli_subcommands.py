@@ -65,11 +65,11 @@ def test_linter_lists_the_families_with_their_prefixes_and_rules():
     lines = invoke("linter").stdout.splitlines()
     assert lines[:2] == [
         "TL0 torchlint (TL001, TL002, TL003)",
-        "TL1 compile (TL101, TL102, TL103, TL104, TL105)",
+        "TL1 compile (TL101, TL102, TL103, TL104, TL105, TL106)",
     ]
     assert (
         "TL6 distributed (TL601, TL602)" in lines
-        and "TL5 tuning guide (TL501, TL502, TL503, TL506, TL507, TL508)" in lines
+        and "TL5 tuning guide (TL501, TL502, TL503, TL504, TL505, TL506, TL507, TL508)" in lines
     )
     families = json.loads(invoke("linter", "--output-format", "json").stdout)
     assert [f["prefix"] for f in families] == ["TL0", "TL1", "TL2", "TL3", "TL4", "TL5", "TL6"]

@@ -282,7 +282,9 @@ def test_a_script_reading_the_loss_every_step_is_flagged_but_not_every_n_steps()
             "GPU work to finish before it can queue the next one",
         ),
     ]
-    assert found[0].note == (
+    # the running total is fixable (never read again); the f-string, read every step, is not
+    assert (found[0].fix is not None, found[0].note) == (True, None)
+    assert found[1].note == (
         "no automatic fix: keep a running total on the device (`total += loss.detach()`) and read it once per "
         "log interval (`if step % log_every == 0:`)"
     )
@@ -653,6 +655,61 @@ def test_accumulation_under_ddp_without_no_sync_is_flagged_at_the_first_backward
     )
 
 
+def test_a_model_wrapped_only_when_distributed_gets_no_fix():
+    [found] = Linter().check_text("train.py", ACCUMULATING, settings(select=("TL601",)))
+    assert found.fix is None and "depends on the loop's shape" in (found.note or "")
+
+
+TRAINER = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Trainer:
+    def __init__(self, model, rank, accumulation):
+        self.model = DDP(model.cuda(rank), device_ids=[rank])
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.accumulation = accumulation
+
+    def train(self, loader):
+        for step, (inputs, targets) in enumerate(loader):
+            outputs = self.model(inputs.cuda())
+            loss = criterion(outputs, targets.cuda())
+            loss.backward()
+            if step % self.accumulation == self.accumulation - 1:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+
+def test_a_trainer_class_gets_the_no_sync_fix_around_its_forward_and_backward():
+    fixed = fix(TRAINER, select=("TL601",))
+    assert fixed == "import contextlib\n\n" + TRAINER.replace(
+        """            outputs = self.model(inputs.cuda())
+            loss = criterion(outputs, targets.cuda())
+            loss.backward()
+""",
+        """            with self.model.no_sync() if step % self.accumulation != self.accumulation - 1 else contextlib.nullcontext():
+                outputs = self.model(inputs.cuda())
+                loss = criterion(outputs, targets.cuda())
+                loss.backward()
+""",
+    )
+    assert _found(fixed, "TL601") == []
+
+
+def test_a_step_condition_the_body_computes_or_calls_gets_no_fix():
+    counted = TRAINER.replace(
+        "            loss.backward()\n", "            loss.backward()\n            micro = step + 1\n"
+    ).replace("if step % self.accumulation == self.accumulation - 1:", "if micro % self.accumulation == 0:")
+    called = TRAINER.replace(
+        "if step % self.accumulation == self.accumulation - 1:", "if should_step(step, self.accumulation):"
+    )
+    for source in (counted, called):
+        [found] = Linter().check_text("train.py", source, settings(select=("TL601",)))
+        assert found.fix is None
+
+
 def test_micro_batches_in_an_inner_loop_and_a_wrapper_built_by_a_helper_in_another_file(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     (tmp_path / "dist.py").write_text(
@@ -910,3 +967,88 @@ def test_a_module_that_handles_the_prefix_or_compiles_in_place_is_silent():
         "    model = torch.compile(Net().cuda())\n", "    model = Net().cuda()\n    model.compile()\n"
     )
     assert _found(in_place, "TL503") == []
+
+
+# -- TL501's fix: running totals on the device ---------------------------------------------------------------
+
+RUNNING = """\
+import torch
+
+
+def train(model, loader, optimizer, criterion):
+    device = torch.device("cuda")
+    running_loss = 0.0
+    epoch_loss = 0
+    for i, (inputs, labels) in enumerate(loader):
+        loss = criterion(model(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+        epoch_loss += loss.item() * inputs.size(0)
+        if i % 2000 == 1999:
+            print(f"[{i + 1:5d}] loss: {running_loss / 2000:.3f}")
+            running_loss = 0.0
+    return epoch_loss / len(loader.dataset)
+"""
+
+
+def test_a_running_total_moves_to_the_device_and_is_read_as_a_float_where_it_was_read():
+    fixed = fix(RUNNING, select=("TL501",))
+    assert fixed == (
+        RUNNING.replace("running_loss += loss.item()", "running_loss += loss.detach().float()")
+        .replace("loss.item() * inputs.size(0)", "loss.detach().float() * inputs.size(0)")
+        .replace("{running_loss / 2000:.3f}", "{float(running_loss) / 2000:.3f}")
+        .replace("return epoch_loss /", "return float(epoch_loss) /")
+    )
+    assert _found(fixed, "TL501") == []
+    assert fix(fixed, select=("TL501",)) == fixed
+
+
+def test_a_total_read_every_step_used_as_a_tensor_or_bound_to_a_value_gets_no_fix():
+    every_step = RUNNING.replace(
+        "        if i % 2000 == 1999:\n",
+        "        progress.set_postfix(loss=running_loss / (i + 1))\n        if i % 2000 == 1999:\n",
+    )
+    as_object = RUNNING.replace(
+        "running_loss = 0.0\n    return", "running_loss = 0.0\n    print(epoch_loss.real)\n    return"
+    )
+    from_value = RUNNING.replace("    epoch_loss = 0\n", "    epoch_loss = start\n")
+    nested = RUNNING.replace(
+        "    return epoch_loss", "    report = lambda: epoch_loss\n    return epoch_loss"
+    )
+    # line 13 sums `running_loss`, line 14 `epoch_loss`: the total read wrongly keeps its finding, unfixed
+    for source, fixable in ((every_step, 14), (as_object, 13), (from_value, 13), (nested, 13)):
+        found = Linter().check_text("train.py", source, settings(select=("TL501",)))
+        assert [(d.location.line, d.fix is not None) for d in found] == [
+            (13, fixable == 13),
+            (14, fixable == 14),
+        ], source
+
+
+def test_the_no_sync_and_autocast_fixes_wrap_the_same_lines_one_pass_after_the_other():
+    """Both fixes re-indent the forward pass: each claims every line it re-indents, so the fixer applies
+    one, checks again and applies the other, instead of merging two edits into code that does not parse."""
+    source = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+model = DistributedDataParallel(Net().cuda(rank), device_ids=[rank])
+optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+for step, (inputs, targets) in enumerate(loader):
+    loss = criterion(model(inputs.cuda(rank)), targets.cuda(rank)) / accumulation
+    loss.backward()
+    if (step + 1) % accumulation == 0:
+        optimizer.step()
+"""
+    assert fix(source, select=("TL301", "TL601")) == (
+        "import contextlib\n\n"
+        + source.replace(
+            "    loss = criterion(model(inputs.cuda(rank)), targets.cuda(rank)) / accumulation\n"
+            "    loss.backward()\n",
+            "    with model.no_sync() if (step + 1) % accumulation != 0 else contextlib.nullcontext():\n"
+            '        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):\n'
+            "            loss = criterion(model(inputs.cuda(rank)), targets.cuda(rank)) / accumulation\n"
+            "        loss.backward()\n",
+        )
+    )
