@@ -208,3 +208,24 @@ def test_sgd_over_dtensors_and_optimizers_megatron_replaces_or_an_old_torch_is_p
         "from torchtext.legacy import data\n",
     ):
         assert _found(pinned + ATTENTION + TRAIN, "TL505") == [], pinned
+
+
+def test_an_accelerate_loop_flags_its_optimizer_but_not_tf32_which_the_launch_configures():
+    source = """\
+    import torch
+    from accelerate import Accelerator
+
+
+    def training_function(args):
+        accelerator = Accelerator(cpu=args.cpu)
+        model = SelfAttention(args.width).to(accelerator.device)
+        optimizer = torch.optim.AdamW(params=model.parameters(), lr=args.lr)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            loss = model(batch).mean()
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert _found(ATTENTION + textwrap.dedent(source), "TL505") == [("TL505", 22)]
+    assert _found(ATTENTION + textwrap.dedent(source), "TL504") == []
