@@ -154,11 +154,6 @@ class Float32MatmulWithoutTf32(Rule):
         yield self.finding(facts, found.head, message, fix, note=no_fix(reason) if reason else "")
 
     def _fix(self, facts: ModuleFacts, found: Float32Loop) -> tuple[Fix | None, str]:
-        if not self.torch_supports((1, 12)):
-            return (
-                None,
-                "`torch.set_float32_matmul_precision` needs torch 1.12 (see the `torch-version` setting)",
-            )
         torch = build.name_module(facts.source, "torch", found.loop.scope)
         if torch is None:
             return None, "the name `torch` means something else here"
