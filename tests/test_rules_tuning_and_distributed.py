@@ -1052,3 +1052,40 @@ for step, (inputs, targets) in enumerate(loader):
             "        loss.backward()\n",
         )
     )
+
+
+def test_a_test_on_the_loss_every_step_is_a_read_but_not_one_on_what_the_tensor_is():
+    source = """\
+    import math
+
+    import torch
+
+
+    def train(model, loader, optimizer, criterion, best):
+        device = torch.device("cuda")
+        for step, (inputs, labels) in enumerate(loader):
+            loss = criterion(model(inputs.to(device)), labels.to(device))
+            if torch.isnan(loss).any():
+                continue
+            if loss is None or loss.requires_grad is False or isinstance(loss, float):
+                continue
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            while loss > 10:
+                loss = loss / 2
+            value = loss.item()
+            if not math.isfinite(value):
+                break
+            if step % 100 == 0:
+                if loss < best:
+                    best = loss
+            elif loss > 10:
+                print("large")
+    """
+    found = Linter().check_text("train.py", textwrap.dedent(source), settings(select=("TL501",)))
+    assert [(d.location.line, said(d).split(" reads")[0]) for d in found] == [
+        (10, "`if torch.isnan(loss).any():`"),
+        (17, "`while loss > 10:`"),
+        (19, "`loss.item()`"),
+    ]

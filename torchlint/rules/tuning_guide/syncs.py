@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.iterations import assigned_in, assignments, dotted_name, mentioned_names, varies
-from torchlint.facts.syntax.walk import descendants, statements
+from torchlint.facts.syntax.walk import child_nodes, descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 
@@ -73,7 +73,14 @@ class SyncAnalysis:
             other_phase = self._beside_the_backward(loop)
             branches = self._in_branches(loop)
             current = set(values)
+            enclosing = _enclosing_tests(loop.node.body)
             for statement in statements(loop.node.body):
+                if isinstance(statement, (cst.If, cst.While)) and self._runs_every_step(
+                    enclosing.get(id(statement), ()), sometimes, other_phase
+                ):
+                    read = self._tested(statement, current)
+                    if read is not None:
+                        found.append(replace(read, loop=loop))
                 for part in _evaluated(statement):
                     for node in descendants(part):
                         record = records.get(id(node)) if isinstance(node, cst.Call) else None
@@ -89,6 +96,19 @@ class SyncAnalysis:
                             found.append(replace(read, loop=loop))
                 _rebind(statement, current, seeds)
         return found
+
+    def _runs_every_step(self, guards, sometimes: set[int], other_phase: set[tuple[int, bool]]) -> bool:
+        return not any(id(test) in sometimes or (id(test), branch) in other_phase for test, branch in guards)
+
+    def _tested(self, statement: cst.If | cst.While, values: set[str]) -> HostRead | None:
+        """`if loss > best:`, `if torch.isnan(loss).any():`: Python asks the tensor for its truth, which waits
+        for the device. Not a test on what the tensor is (`loss is None`, `loss.shape[0]`, `isinstance`),
+        nor one that reads it through `.item()` (reported where it reads)."""
+        names = _tensor_operands(statement.test) & values
+        if not names:
+            return None
+        keyword = "while" if isinstance(statement, cst.While) else "if"
+        return HostRead(statement.test, f"{keyword} {self.source.code(statement.test)}:", sorted(names)[0])
 
     # -- which loops and which branches -----------------------------------------------------------------
 
@@ -256,6 +276,77 @@ def _rebind(statement: cst.CSTNode, current: set[str], seeds: set[str]) -> None:
                 current.add(target)
             elif target not in seeds or host:
                 current.discard(target)
+
+
+# What a test may ask of a tensor without reading its values: its metadata, its identity, its type.
+METADATA = frozenset(
+    {"shape", "ndim", "dim", "numel", "size", "dtype", "device", "is_cuda", "requires_grad", "grad_fn"}
+)
+NOT_VALUES = frozenset({"isinstance", "len", "hasattr", "type", "callable", "id", "getattr"})
+
+
+def _tensor_operands(test: cst.BaseExpression) -> set[str]:
+    """The names whose values `test` reads as a tensor's truth: outside metadata (`loss.shape`), `is`
+    comparisons, type questions (`isinstance(loss, ...)`) and host reads (`loss.item()`)."""
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute) and node.attr.value in METADATA:
+            continue
+        if isinstance(node, cst.Call):
+            func = node.func
+            if _reads_on_host(node) or (isinstance(func, cst.Name) and func.value in NOT_VALUES):
+                continue
+        if isinstance(node, cst.Comparison) and all(
+            isinstance(c.operator, (cst.Is, cst.IsNot)) for c in node.comparisons
+        ):
+            continue
+        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if name is not None:
+            found.add(name)
+            if isinstance(node, cst.Name):
+                continue
+        stack.extend(child_nodes(node))
+    return found
+
+
+def _enclosing_tests(block: cst.CSTNode) -> dict[int, tuple[tuple[cst.BaseExpression, bool], ...]]:
+    """For each `if`/`while` inside `block`, the tests of the `if`s around it with the branch it is in (as a
+    call's guards), `elif`s included."""
+    found: dict[int, tuple[tuple[cst.BaseExpression, bool], ...]] = {}
+
+    def walk(node: cst.CSTNode, guards: tuple) -> None:
+        for statement in _children(node):
+            if isinstance(statement, (cst.If, cst.While)):
+                found[id(statement)] = guards
+            if isinstance(statement, cst.If):
+                walk(statement.body, (*guards, (statement.test, True)))
+                if statement.orelse is not None:
+                    walk(statement.orelse, (*guards, (statement.test, False)))
+            elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                walk(statement, guards)
+
+    walk(block, ())
+    return found
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements directly inside a block or a compound statement's blocks."""
+    if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return []
+    if isinstance(node, (cst.IndentedBlock, cst.Else)):
+        return list(node.body if isinstance(node, cst.IndentedBlock) else node.body.body)
+    if isinstance(node, cst.If):  # an `elif`, reached as an `orelse`
+        return [node]
+    found: list[cst.CSTNode] = []
+    for name in ("body", "handlers", "orelse", "finalbody"):
+        part = getattr(node, name, None)
+        if isinstance(part, (list, tuple)):
+            found.extend(part)
+        elif isinstance(part, cst.CSTNode):
+            found.append(part)
+    return found
 
 
 def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
