@@ -229,3 +229,33 @@ def test_an_accelerate_loop_flags_its_optimizer_but_not_tf32_which_the_launch_co
     """
     assert _found(ATTENTION + textwrap.dedent(source), "TL505") == [("TL505", 22)]
     assert _found(ATTENTION + textwrap.dedent(source), "TL504") == []
+
+
+def test_an_optimizer_built_by_a_helper_module_for_a_script_training_on_the_gpu(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    helper = tmp_path / "optim_utils.py"
+    helper.write_text(
+        "import torch\n\n\ndef smart_optimizer(model, lr):\n"
+        "    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True)\n"
+    )
+    train = tmp_path / "train.py"
+    train.write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from optim_utils import smart_optimizer
+
+            model = Net().cuda()
+            optimizer = smart_optimizer(model, 0.01)
+            for inputs, targets in loader:
+                loss = criterion(model(inputs.cuda()), targets.cuda())
+                loss.backward()
+                optimizer.step()
+            """
+        )
+    )
+    found = Linter().check_text(str(helper), helper.read_text(), settings(select=("TL505",)))
+    assert [(d.code, d.location.line) for d in found] == [("TL505", 5)]
+    train.write_text("import deepspeed\n" + train.read_text())  # the engine replaces the optimizer
+    assert Linter().check_text(str(helper), helper.read_text(), settings(select=("TL505",))) == []

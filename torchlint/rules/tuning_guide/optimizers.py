@@ -6,12 +6,14 @@ With neither `fused` nor `foreach` given, torch picks the multi-tensor ("foreach
 optimizer docs call "theoretically fastest". Only these three have fused CUDA kernels in every torch since
 2.4 (where fused kernels exist for the CPU too, and the device check moved from construction to `step`).
 
+The training loop may be in the module, or, for a module without one (the model file whose
+`configure_optimizers` builds the optimizer, an algorithm class), in a project module importing it.
 Silent when the call already chooses (`fused=`, `foreach=`, `differentiable=`, or a `**` dict that may), when
-no training loop of this module may run on CUDA, for SGD where gradients may be sparse (the fused kernel
-refuses them) or sharded as DTensors (FSDP2's `fully_shard`, tensor parallelism: torch has no DTensor rule
-for fused SGD, while it has them for fused Adam and AdamW), in modules that hand optimizers to DeepSpeed or
-Megatron-LM, which replace them with their own, and in modules whose imports pin a torch older than
-`fused=` (`torchtext.legacy`).
+no such training loop may run on CUDA, for SGD where gradients may be sparse (the fused kernel refuses them)
+or sharded as DTensors (FSDP2's `fully_shard`, tensor parallelism: torch has no DTensor rule for fused SGD,
+while it has them for fused Adam and AdamW), in modules that hand optimizers to DeepSpeed, Megatron-LM or
+MS-AMP, which replace them with their own (also when an importing module does), and in modules whose
+imports pin a torch older than `fused=` (`torchtext.legacy`).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ FUSABLE = {
     for module in ("", f"{name.lower()}.")
 }
 CHOICES = ("fused", "foreach", "differentiable")
-# Frameworks that replace the optimizer with their own (DeepSpeed's engine, Megatron-LM's through accelerate),
-# and imports that pin a torch without `fused=` (`torchtext.legacy`: torch 1.8-1.10).
-REPLACED_OR_OLD = ("deepspeed", "megatron", "Megatron", "torchtext.legacy")
+# Frameworks that replace the optimizer with their own (DeepSpeed's engine, Megatron-LM's through accelerate,
+# MS-AMP's `msamp.initialize`), and imports that pin a torch without `fused=` (`torchtext.legacy`: 1.8-1.10).
+REPLACED_OR_OLD = ("deepspeed", "megatron", "Megatron", "msamp", "torchtext.legacy")
 # Parameters sharded as DTensors (FSDP2, tensor parallelism): torch has DTensor rules for fused Adam and AdamW
 # but none for fused SGD, whose step would fail.
 DTENSOR_WORDS = (
@@ -83,6 +85,20 @@ class OptimizerAnalysis:
 
     @cached_property
     def _trains_on_cuda(self) -> bool:
-        callers = self.source.analysis(CallerAnalysis)
-        loops = self.source.analysis(TrainingAnalysis).training_loops
-        return any(callers.loop_device(loop).may_be_cuda for loop in loops)
+        """A training loop of this module may run on CUDA; or, for a module without one (a model file's
+        `configure_optimizers`, an algorithm class), one of the project modules importing it has one."""
+        if _has_cuda_loop(self.source):
+            return True
+        if self.source.analysis(TrainingAnalysis).training_loops:
+            return False
+        importers = self.source.analysis(CallerAnalysis).importers()
+        if any(word in other.text for other in importers for word in REPLACED_OR_OLD):
+            return False  # the module that trains hands the optimizer to a framework that replaces it
+        return any(_has_cuda_loop(other) for other in importers)
+
+
+def _has_cuda_loop(source: SourceModule) -> bool:
+    callers = source.analysis(CallerAnalysis)
+    return any(
+        callers.loop_device(loop).may_be_cuda for loop in source.analysis(TrainingAnalysis).training_loops
+    )
