@@ -23,6 +23,18 @@ class CallerAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
         self._importers: dict[int, list[SourceModule]] = {}
+        self._cuda_loops: list[LoopRecord] | None = None
+
+    @property
+    def cuda_training_loops(self) -> list[LoopRecord]:
+        """This module's training loops that may run on CUDA (by `loop_device`): the loops whose per-step
+        costs the tuning guide's rules weigh."""
+        if self._cuda_loops is None:
+            from torchlint.facts.torch.training import TrainingAnalysis
+
+            loops = self.source.analysis(TrainingAnalysis).training_loops
+            self._cuda_loops = [loop for loop in loops if self.loop_device(loop).may_be_cuda]
+        return self._cuda_loops
 
     def loop_device(self, loop: LoopRecord) -> Device:
         """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper

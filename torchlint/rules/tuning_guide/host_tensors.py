@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from torchlint._lazy import cst
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
-from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
@@ -50,15 +49,9 @@ class HostTensorAnalysis:
 
     @cached_property
     def every_step(self) -> list[HostTensor]:
-        source = self.source
-        training = source.analysis(TrainingAnalysis)
-        callers = source.analysis(CallerAnalysis)
         found: list[HostTensor] = []
-        for loop in training.training_loops:
-            calls = list(loop.all_calls())
-            if not calls or not callers.loop_device(loop).may_be_cuda:
-                continue
-            for record in calls:
+        for loop in self.source.analysis(CallerAnalysis).cuda_training_loops:
+            for record in loop.all_calls():
                 moved = self._moved(record.node, record.scope)
                 if moved is not None and all(moved.copy is not other.copy for other in found):
                     found.append(moved)

@@ -91,24 +91,22 @@ class MatmulPrecisionAnalysis:
 
     @cached_property
     def float32_loop(self) -> Float32Loop | None:
+        """Cheap questions first: the module's text, the loop's device; the model's classes (rendered and
+        read, also in other files) last."""
         source = self.source
-        loops = source.analysis(TrainingAnalysis).training_loops
-        if not loops or _decides(source) or not self._trains_matmul_model:
+        training = source.analysis(TrainingAnalysis)
+        if not training.training_loops or _decides(source) or training.makes_sparse_tensors:
             return None
-        if source.analysis(TrainingAnalysis).makes_sparse_tensors:
+        loop = next(iter(source.analysis(CallerAnalysis).cuda_training_loops), None)
+        if loop is None or any(_decides(other) for other in self._related(loop)):
             return None
-        callers = source.analysis(CallerAnalysis)
-        for loop in loops:
-            if not callers.loop_device(loop).may_be_cuda:
-                continue
-            if any(_decides(other) for other in self._related(loop)):
-                return None
-            outermost = loop
-            while outermost.parent is not None and outermost.parent.function is loop.function:
-                outermost = outermost.parent
-            head = loop.node.iter if isinstance(loop.node, cst.For) else loop.node.test
-            return Float32Loop(loop, head, outermost.node)
-        return None
+        if not self._trains_matmul_model:
+            return None
+        outermost = loop
+        while outermost.parent is not None and outermost.parent.function is loop.function:
+            outermost = outermost.parent
+        head = loop.node.iter if isinstance(loop.node, cst.For) else loop.node.test
+        return Float32Loop(loop, head, outermost.node)
 
     @cached_property
     def _trains_matmul_model(self) -> bool:

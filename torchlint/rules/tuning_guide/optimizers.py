@@ -98,7 +98,4 @@ class OptimizerAnalysis:
 
 
 def _has_cuda_loop(source: SourceModule) -> bool:
-    callers = source.analysis(CallerAnalysis)
-    return any(
-        callers.loop_device(loop).may_be_cuda for loop in source.analysis(TrainingAnalysis).training_loops
-    )
+    return bool(source.analysis(CallerAnalysis).cuda_training_loops)

@@ -7,20 +7,20 @@ number as before, synchronising only where the total is read (once per log inter
 Planned only where that is known to keep the program's meaning: `total` is a plain local name (or a
 script's module-level one read by no function), bound only to numeric literals (`total = 0.0`) and by
 augmented assignments; every other read is a plain load in the same scope (not `total.item()`, not inside a
-nested function or comprehension); and inside the training loop it is read only under an `if` whose test
-changes from step to step (`if step % log_every == 0:`), since a read every step would sync as before.
+nested function or comprehension); and inside the training loop it is read only where the loop does not
+run every step (`if step % log_every == 0:`, as TL501 itself decides), since a read every step would sync
+as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.iterations import assigned_in, varies
 from torchlint.facts.syntax.names import BindingKind, ScopeKind
-from torchlint.facts.syntax.walk import descendants, statements
+from torchlint.facts.syntax.walk import descendants
+from torchlint.rules.tuning_guide.syncs import SyncAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import LoopRecord
@@ -40,16 +40,18 @@ class RunningTotal:
 class RunningTotalAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
+        self._sums_by_root: dict[int, tuple[dict[int, cst.AugAssign], set[int], set[int]]] = {}
 
-    @cached_property
-    def _sums(self) -> tuple[dict[int, cst.AugAssign], set[int], set[int]]:
-        """`x += value` by the id of its value (and of the terms of its arithmetic), the ids of every
-        augmented assignment's target, and the ids of names already read through `float(name)` (a fixed
-        total: read again, it is not wrapped twice)."""
+    def _sums(self, root: cst.CSTNode) -> tuple[dict[int, cst.AugAssign], set[int], set[int]]:
+        """In `root` (the loop's function, or a script's module): `x += value` by the id of its value (and of
+        the terms of its arithmetic), the ids of every augmented assignment's target, and the ids of names
+        already read through `float(name)` (a fixed total: read again, it is not wrapped twice)."""
+        if id(root) in self._sums_by_root:
+            return self._sums_by_root[id(root)]
         by_value: dict[int, cst.AugAssign] = {}
         targets: set[int] = set()
         floated: set[int] = set()
-        for node in descendants(self.source.module):
+        for node in descendants(root):
             if isinstance(node, cst.AugAssign):
                 targets.add(id(node.target))
                 if isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name):
@@ -60,11 +62,13 @@ class RunningTotalAnalysis:
             ):
                 if len(node.args) == 1 and isinstance(node.args[0].value, cst.Name):
                     floated.add(id(node.args[0].value))
-        return by_value, targets, floated
+        found = self._sums_by_root[id(root)] = (by_value, targets, floated)
+        return found
 
     def of(self, read: cst.CSTNode, loop: LoopRecord) -> RunningTotal | None:
         operand = _operand(read)
-        by_value, targets, floated = self._sums
+        root = loop.function.node if loop.function is not None else self.source.module
+        by_value, targets, floated = self._sums(root)
         summed = by_value.get(id(read))
         if operand is None or summed is None:
             return None
@@ -75,7 +79,7 @@ class RunningTotalAnalysis:
         bindings = scope.lookup(name)
         if not bindings or not all(_sums_or_literal(binding) for binding in bindings):
             return None
-        interval = _under_varying_ifs(loop)
+        interval = self.source.analysis(SyncAnalysis).occasional(loop)
         in_loop = {id(node) for node in descendants(loop.node)}
         loads: list[cst.Name] = []
         for ref in self.source.references:
@@ -128,13 +132,3 @@ def _sums_or_literal(binding) -> bool:
             value = value.expression
         return isinstance(value, (cst.Integer, cst.Float))
     return binding.kind is BindingKind.OTHER and isinstance(binding.node, cst.AugAssign)
-
-
-def _under_varying_ifs(loop: LoopRecord) -> set[int]:
-    """The ids of the nodes in the branches of the loop's `if`s whose test changes from step to step."""
-    assigned = assigned_in(loop.node)
-    found: set[int] = set()
-    for statement in statements(loop.node.body):
-        if isinstance(statement, cst.If) and varies(statement.test, assigned):
-            found.update(id(node) for node in descendants(statement.body))
-    return found

@@ -31,7 +31,6 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.iterations import assigned_in, assignments, dotted_name, mentioned_names, varies
 from torchlint.facts.syntax.walk import child_nodes, descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
-from torchlint.facts.torch.training import TrainingAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import LoopRecord
@@ -55,15 +54,13 @@ class HostRead:
 class SyncAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
+        self._occasional: dict[int, set[int]] = {}  # by loop: see `occasional`
 
     @cached_property
     def every_step(self) -> list[HostRead]:
         source = self.source
-        training = source.analysis(TrainingAnalysis)
         found: list[HostRead] = []
-        for loop in training.training_loops:
-            if not self._on_cuda(loop):
-                continue
+        for loop in source.analysis(CallerAnalysis).cuda_training_loops:
             seeds = self._losses(loop)
             if not seeds:
                 continue
@@ -73,11 +70,9 @@ class SyncAnalysis:
             other_phase = self._beside_the_backward(loop)
             branches = self._in_branches(loop)
             current = set(values)
-            enclosing = _enclosing_tests(loop.node.body)
+            occasional = self._occasional[id(loop)] = _in_branches_of(loop, sometimes, other_phase)
             for statement in statements(loop.node.body):
-                if isinstance(statement, (cst.If, cst.While)) and self._runs_every_step(
-                    enclosing.get(id(statement), ()), sometimes, other_phase
-                ):
+                if isinstance(statement, (cst.If, cst.While)) and id(statement) not in occasional:
                     read = self._tested(statement, current)
                     if read is not None:
                         found.append(replace(read, loop=loop))
@@ -97,8 +92,12 @@ class SyncAnalysis:
                 _rebind(statement, current, seeds)
         return found
 
-    def _runs_every_step(self, guards, sometimes: set[int], other_phase: set[tuple[int, bool]]) -> bool:
-        return not any(id(test) in sometimes or (id(test), branch) in other_phase for test, branch in guards)
+    def occasional(self, loop: LoopRecord) -> set[int]:
+        """The ids of the nodes of a training loop's body that do not run every step: the branches of its
+        `if`s whose test changes from step to step, and the side of an `if` without the backward pass when
+        the other side has it (a validation branch)."""
+        self.every_step  # noqa: B018 (computes them, loop by loop)
+        return self._occasional.get(id(loop), set())
 
     def _tested(self, statement: cst.If | cst.While, values: set[str]) -> HostRead | None:
         """`if loss > best:`, `if torch.isnan(loss).any():`: Python asks the tensor for its truth, which waits
@@ -111,9 +110,6 @@ class SyncAnalysis:
         return HostRead(statement.test, f"{keyword} {self.source.code(statement.test)}:", sorted(names)[0])
 
     # -- which loops and which branches -----------------------------------------------------------------
-
-    def _on_cuda(self, loop: LoopRecord) -> bool:
-        return self.source.analysis(CallerAnalysis).loop_device(loop).may_be_cuda
 
     def _sometimes(self, loop: LoopRecord, values: set[str]) -> set[int]:
         """The tests of the `if`s inside the loop whose branches run on some steps only: a test that changes
@@ -311,41 +307,18 @@ def _tensor_operands(test: cst.BaseExpression) -> set[str]:
     return found
 
 
-def _enclosing_tests(block: cst.CSTNode) -> dict[int, tuple[tuple[cst.BaseExpression, bool], ...]]:
-    """For each `if`/`while` inside `block`, the tests of the `if`s around it with the branch it is in (as a
-    call's guards), `elif`s included."""
-    found: dict[int, tuple[tuple[cst.BaseExpression, bool], ...]] = {}
-
-    def walk(node: cst.CSTNode, guards: tuple) -> None:
-        for statement in _children(node):
-            if isinstance(statement, (cst.If, cst.While)):
-                found[id(statement)] = guards
-            if isinstance(statement, cst.If):
-                walk(statement.body, (*guards, (statement.test, True)))
-                if statement.orelse is not None:
-                    walk(statement.orelse, (*guards, (statement.test, False)))
-            elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                walk(statement, guards)
-
-    walk(block, ())
-    return found
-
-
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The statements directly inside a block or a compound statement's blocks."""
-    if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        return []
-    if isinstance(node, (cst.IndentedBlock, cst.Else)):
-        return list(node.body if isinstance(node, cst.IndentedBlock) else node.body.body)
-    if isinstance(node, cst.If):  # an `elif`, reached as an `orelse`
-        return [node]
-    found: list[cst.CSTNode] = []
-    for name in ("body", "handlers", "orelse", "finalbody"):
-        part = getattr(node, name, None)
-        if isinstance(part, (list, tuple)):
-            found.extend(part)
-        elif isinstance(part, cst.CSTNode):
-            found.append(part)
+def _in_branches_of(loop: LoopRecord, sometimes: set[int], other_phase: set[tuple[int, bool]]) -> set[int]:
+    """The ids of the nodes in the branches of the loop's `if`s that `sometimes` (both branches, by test) and
+    `other_phase` (one branch, by test and side) name."""
+    found: set[int] = set()
+    for statement in statements(loop.node.body):
+        if not isinstance(statement, cst.If):
+            continue
+        for side, branch in ((True, statement.body), (False, statement.orelse)):
+            if branch is not None and (
+                id(statement.test) in sometimes or (id(statement.test), side) in other_phase
+            ):
+                found.update(id(node) for node in descendants(branch))
     return found
 
 
