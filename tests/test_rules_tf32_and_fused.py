@@ -100,6 +100,128 @@ def test_a_trainer_class_with_blocks_built_in_a_module_list_of_another_file_is_f
     assert [(d.code, d.location.line) for d in found] == [("TL504", 12)]
 
 
+def _project(root, files: dict[str, str]) -> None:
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+
+
+def _found_in(root, name: str) -> list[tuple[str, int]]:
+    path = root / name
+    found = Linter().check_text(str(path), path.read_text(), settings(select=("TL504",)))
+    return [(d.code, d.location.line) for d in found]
+
+
+PACKAGE_LAYERS = """\
+    import torch
+    from torch import nn
+
+
+    class Attention(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, -1)
+            return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+
+
+    class Decoder(nn.Module):
+        def __init__(self, dim, depth):
+            super().__init__()
+            self.layers = nn.ModuleList([])
+            for _ in range(depth):
+                layer = Attention(dim)
+                self.layers.append(layer)
+
+
+    class Wrapper(nn.Module):
+        def __init__(self, decoder):
+            super().__init__()
+            self.decoder = decoder
+    """
+
+LOOP = """
+    optimizer = torch.optim.Adam(model.parameters(), fused=True)
+    for batch in loader:
+        loss = model(batch.cuda()).mean()
+        loss.backward()
+        optimizer.step()
+    """
+
+
+def test_a_model_of_a_package_that_re_exports_its_classes_and_appends_its_layers_is_flagged(tmp_path):
+    """x-transformers: `from pkg import Wrapper, Decoder` names classes `pkg/__init__.py` imports from
+    `pkg/layers.py`; the decoder builds its attention layers in `__init__` and appends them to a list; the
+    model is handed to the wrapper by name."""
+    script = """\
+    import torch
+
+    from pkg import Decoder, Wrapper
+
+    decoder = Decoder(dim=512, depth=6)
+    model = Wrapper(decoder).cuda()
+    """
+    _project(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.layers import Decoder, Wrapper\n",
+            "pkg/layers.py": PACKAGE_LAYERS,
+            "train.py": script + LOOP,
+        },
+    )
+    assert _found_in(tmp_path, "train.py") == [("TL504", 9)]
+
+
+def test_a_model_built_by_project_factories_is_flagged(tmp_path):
+    """`get_model(config)` returns what `build_transformer(...)` in another file returns."""
+    model = (
+        textwrap.dedent(PACKAGE_LAYERS)
+        + "\n\ndef build_transformer(dim):\n    net = Decoder(dim, 6)\n    return net\n"
+    )
+    script = """\
+    import torch
+
+    from model import build_transformer
+
+
+    def get_model(config):
+        model = build_transformer(config["d_model"])
+        return model
+
+
+    def train(config, loader):
+        model = get_model(config).to("cuda")
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        for batch in loader:
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            optimizer.step()
+    """
+    _project(tmp_path, {"model.py": model, "train.py": script})
+    assert _found_in(tmp_path, "train.py") == [("TL504", 14)]
+
+
+def test_a_narrow_model_or_products_with_a_fixed_mask_matrix_are_silent(tmp_path):
+    """A toy of width 64 is launch-bound, TF32 changes nothing; TabNet's "attentive" layers multiply by a
+    fixed group matrix with no softmax: no attention."""
+    script = "import torch\n\nfrom pkg import Decoder, Wrapper\n\nWIDTH = 64\nmodel = Wrapper(Decoder(dim=WIDTH, depth=3)).cuda()\n"
+    _project(
+        tmp_path,
+        {"pkg/__init__.py": "from pkg.layers import Decoder, Wrapper\n", "pkg/layers.py": PACKAGE_LAYERS},
+    )
+    (tmp_path / "train.py").write_text(script + textwrap.dedent(LOOP))
+    assert _found_in(tmp_path, "train.py") == []
+    attentive = ATTENTION.replace(
+        "return self.out((x @ x.transpose(-2, -1)).softmax(-1) @ self.hidden(x).relu())",
+        "attention_mask = torch.matmul(x, self.group_attention_matrix)\n"
+        "        return self.out(torch.matmul(attention_mask, self.group_matrix) * self.hidden(x))",
+    )
+    assert _found(attentive + TRAIN, "TL504") == []
+
+
 def test_a_precision_decided_where_the_loop_runs_is_silent(tmp_path):
     for decided in (
         'torch.set_float32_matmul_precision("high")',

@@ -69,10 +69,14 @@ class ImportsCache:
                 return {}
             return {
                 key: FileSummary(
-                    list(names), [list(pair) for pair in aliases], list(classes), list(functions)
+                    list(names),
+                    [list(pair) for pair in aliases],
+                    list(classes),
+                    list(functions),
+                    list(imported),
                 )
-                for key, (names, aliases, classes, functions) in entry["files"].items()
-                if all(isinstance(n, str) for n in (*names, *classes, *functions))
+                for key, (names, aliases, classes, functions, imported) in entry["files"].items()
+                if all(isinstance(n, str) for n in (*names, *classes, *functions, *imported))
                 and all(len(pair) == 2 and all(isinstance(p, str) for p in pair) for pair in aliases)
             }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

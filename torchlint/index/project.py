@@ -31,7 +31,7 @@ from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import FunctionRecord
+    from torchlint.facts.syntax.collect import ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 ALL_FILES = Path("<every project file's imports>")
@@ -44,6 +44,7 @@ class FileSummary(NamedTuple):
     aliases: list[list[str]]  # the [name, asname] pairs its imports rename
     classes: list[str]  # the name of every class statement, at any depth
     functions: list[str]  # the names every def statement and every import binds, at any depth
+    imported: list[str]  # the names import statements bind (a package re-exporting a class), at any depth
 
 
 class ImportSummaries(Protocol):
@@ -160,6 +161,16 @@ class Project:
         facts = self.facts_binding(path, name, "function", importer) if path is not None else None
         return facts.exported_function(name) if facts is not None else None  # also a re-exported one
 
+    def resolve_class(self, importer: Path, qualname: str) -> tuple[SourceModule, ClassRecord] | None:
+        """`models.Transformer` (as imported by `importer`) -> that module-level class's facts, also where
+        the module only re-exports it (a package's `__init__.py`: `from .model import Transformer`)."""
+        module, _, name = qualname.rpartition(".")
+        if not module or not name or module.endswith("."):
+            return None
+        path = self.module_file(importer, module)
+        facts = self.facts_binding(path, name, "class", importer) if path is not None else None
+        return facts.exported_class(name) if facts is not None else None
+
     # -- other files' facts -----------------------------------------------------------------------------
 
     def register(self, path: Path, facts: SourceModule) -> None:
@@ -206,7 +217,7 @@ class Project:
         if resolved not in self._facts and name.isascii():  # `ast` normalises other names (NFKC)
             summary = self._summary_of(resolved)
             if summary is not None and name not in (
-                summary.classes if kind == "class" else summary.functions
+                (*summary.classes, *summary.imported) if kind == "class" else summary.functions
             ):
                 self._consults(requester, resolved)
                 return None
@@ -485,25 +496,29 @@ def _summary_of_bytes(data: bytes) -> FileSummary | None:
             tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    summary = FileSummary([], [], [], [])
-    names, aliases, functions = summary.imports, summary.aliases, summary.functions
+    summary = FileSummary([], [], [], [], [])
+    names, aliases = summary.imports, summary.aliases
+    functions, imported = summary.functions, summary.imported
     for node in _statements(tree):
         if isinstance(node, ast.ClassDef):
             summary.classes.append(node.name)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.append(node.name)
-        elif isinstance(node, ast.Import):
+            continue
+        if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-            functions += [a.asname or a.name.partition(".")[0] for a in node.names]
+            bound = [a.asname or a.name.partition(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             names.append(base)
             names += [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
-            functions += [a.asname or a.name for a in node.names if a.name != "*"]
+            bound = [a.asname or a.name for a in node.names if a.name != "*"]
         else:
             continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
+        functions += bound
+        imported += bound
+        aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
     return summary
 
 

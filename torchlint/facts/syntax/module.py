@@ -53,6 +53,10 @@ class ProjectIndex(Protocol):
         """A module-level function of another project file, as `importer` names it."""
         ...
 
+    def resolve_class(self, importer: Path, qualname: str) -> tuple[SourceModule, ClassRecord] | None:
+        """A module-level class of another project file, as `importer` names it (also re-exported)."""
+        ...
+
     def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         """Another file's module (None: unreadable or unparsable); `requester` depends on it from now on."""
         ...
@@ -497,17 +501,34 @@ class SourceModule:
             return self, local
         qualname = self.qualname(func, scope)
         if qualname and self.project is not None and self.file is not None:
-            module, _, name = qualname.rpartition(".")
-            path = self.project.module_file(self.file, module) if module else None
-            other = self.project.facts_binding(path, name, "class", self.file) if path is not None else None
-            if other is not None and other is not self:
-                cls = other.top_level_class(name)
-                if cls is not None:
-                    return other, cls
+            found = self.project.resolve_class(self.file, qualname)
+            if found is not None and found[0] is not self:
+                return found
         return None
 
     def top_level_class(self, name: str) -> ClassRecord | None:
         return self.local_class(cst.Name(name), self.module_scope)
+
+    def exported_class(self, name: str) -> tuple[SourceModule, ClassRecord] | None:
+        """The module-level class `name` means here: defined in this module, or imported into it from
+        another project file (a package's `__init__.py` re-exporting `from .model import Transformer`)."""
+        cls = self.top_level_class(name)
+        if cls is not None:
+            return self, cls
+        bindings = self.module_scope.bindings.get(name, [])
+        if self.project is None or self.file is None or name in self._exporting_classes:
+            return None
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT or not bindings[0].qualname:
+            return None
+        self._exporting_classes.add(name)  # a cycle of re-exports ends here
+        try:
+            return self.project.resolve_class(self.file, bindings[0].qualname)
+        finally:
+            self._exporting_classes.discard(name)
+
+    @cached_property
+    def _exporting_classes(self) -> set[str]:
+        return set()
 
     # -- values -----------------------------------------------------------------------------------------
 

@@ -367,6 +367,49 @@ class DatasetAnalysis:
             return False
         return self._class_on_cpu(dataset, loader.scope)
 
+    def batches_unpinnable(self, loader: Loader) -> bool:
+        """The loader's `collate_fn` (passed, or set by the project's loader class in its `super().__init__`)
+        returns, on every path, an object of a project class with no `pin_memory` method: the DataLoader's
+        pinning leaves such a batch as it is (Real-Time-Voice-Cloning's `SpeakerBatch` of numpy arrays)."""
+        found = self._collate_function(loader)
+        if found is None:
+            return False
+        home, function = found
+        if not function.returns:
+            return False
+        for returned in function.returns:
+            if not isinstance(returned, cst.Call):
+                return False
+            built = home.resolve_class(returned.func, function.scope)
+            if built is None or _defines_method(*built, "pin_memory", 0) is not False:
+                return False
+        return True
+
+    def _collate_function(self, loader: Loader):
+        collate = loader.option("collate_fn")
+        if collate is not None:
+            expr = collate.expression
+            if collate.conditional or not isinstance(expr, (cst.Name, cst.Attribute)):
+                return None
+            return self.source.callee_of_call(cst.Call(func=expr), loader.scope)
+        found = self.source.resolve_class(loader.callee, loader.scope)
+        init = found[1].methods.get("__init__") if found is not None else None
+        if init is None:
+            return None
+        home, cls = found
+        for call in init.calls:  # `super().__init__(..., collate_fn=self.collate, ...)`
+            func = call.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
+                continue
+            for arg in call.node.args:
+                value = arg.value
+                if arg.keyword is not None and arg.keyword.value == "collate_fn":
+                    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+                        if value.value.value == "self" and value.attr.value in cls.methods:
+                            return home, cls.methods[value.attr.value]
+                    return None
+        return None
+
     def _holds_device_tensors(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         """The dataset (on every path, also a `random_split`/`Subset` part of one) is a project class built
         from tensors that are on a device that may be CUDA (`Pairs(x, y)` where every item appended to `x`
@@ -774,3 +817,18 @@ def _dataset(loader: Loader) -> cst.BaseExpression | None:
     """The dataset expression passed in the loader call itself (not through a `**` dict)."""
     option = loader.option("dataset")
     return option.expression if option is not None else None
+
+
+def _defines_method(source: SourceModule, cls: ClassRecord, name: str, depth: int) -> bool | None:
+    """`cls` or a base defines `name`; None (treated as "may") when a base is not the project's."""
+    if name in cls.methods:
+        return True
+    if depth >= 4:
+        return None
+    for base in cls.node.bases:
+        if isinstance(base.value, cst.Name) and base.value.value == "object":
+            continue
+        found = source.resolve_class(base.value, cls.scope)
+        if found is None or _defines_method(*found, name, depth + 1) is not False:
+            return None
+    return False

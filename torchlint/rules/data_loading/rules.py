@@ -161,6 +161,8 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
             on_cpu = _datasets(facts).samples_on_cpu(loader)
             if on_cpu is False:
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
+            if _datasets(facts).batches_unpinnable(loader):
+                continue  # its batches are project objects without `pin_memory()`: pinning skips them
             message = (
                 f"`{loader.callee_text}` feeds GPU training without `pin_memory=True`: every "
                 "host-to-device copy of a batch is synchronous"

@@ -899,6 +899,14 @@ class PrecisionAnalysis:
         return found
 
     @cached_property
+    def decides_for_callers(self) -> bool:
+        """The evidence that decides precision for the loops that call into this module: not its autocast
+        regions that are switched off (`@autocast("cuda", enabled=False)` around a rotary embedding keeps
+        that part float32 when a caller enables autocast: the library expects its callers to)."""
+        disabled = {id(site.node) for site in self.autocast_sites if site.enabled == "no"}
+        return any(id(found.node) not in disabled for found in self.evidence)
+
+    @cached_property
     def framework_gaps(self) -> list[tuple[cst.Call, cst.BaseExpression, str, str, str]]:
         """Framework objects that train on the GPU when there is one, with no precision switch surely
         passed, in a module that shows no other precision decision: (call, callee, framework, switch,
@@ -985,7 +993,7 @@ class PrecisionAnalysis:
         for call in loop.all_calls():
             target = source.callee(call)
             other = target[0] if target is not None else source
-            if other is not source and other.analysis(PrecisionAnalysis).evidence:
+            if other is not source and other.analysis(PrecisionAnalysis).decides_for_callers:
                 return True
         importers = self.source.analysis(CallerAnalysis).importers()
         return any(other.analysis(PrecisionAnalysis).evidence for other in importers)

@@ -16,12 +16,16 @@ Only attention models count, where the switch pays: a model of the project whose
 classes they build, a few levels down) build torch's attention or transformer layers
 (`nn.MultiheadAttention`, `scaled_dot_product_attention`, `nn.TransformerEncoderLayer`), or compute matrix
 products (`matmul`, `einsum`, `bmm`, `@`) at least twice in code that names attention (`attn`,
-`Attention`), and do more of that than convolution (a torchvision backbone built inside, `resnet18(...)`,
-counts as many: a CNN's time is in its convolutions, already TF32, as cuDNN's recurrent layers are); a
-Hugging Face model; torch's or torchvision's transformers. `nn.Linear` alone does not count: the MLPs of
-tutorials and tabular models are too narrow for tensor cores to change their step time. A model whose
-classes this module cannot see is not counted: silence, not a guess. Sparse matmuls (graph networks) have
-no TF32 path, and a module that trains through accelerate, Fabric or DeepSpeed gets its precision from
+`Attention`) and takes a softmax (TabNet's "attentive" layers multiply by fixed mask matrices), and do more
+of that than convolution (a torchvision backbone built inside, `resnet18(...)`, counts as many: a CNN's
+time is in its convolutions, already TF32, as cuDNN's recurrent layers are); a Hugging Face model; torch's
+or torchvision's transformers. The model's classes are found through what builds it: the project
+factories it comes from (`get_model(config)` returning `build_transformer(...)`), the models it is handed
+(`Wrapper(decoder=decoder)`), classes a package's `__init__.py` re-exports. `nn.Linear` alone does not
+count: the MLPs of tutorials and tabular models are too narrow for tensor cores to change their step
+time, and so is a model whose width keywords (`dim=64`) are all at most 128. A model whose classes this
+module cannot see is not counted: silence, not a guess. Sparse matmuls (graph networks) have no TF32
+path, and a module that trains through accelerate, Fabric or DeepSpeed gets its precision from
 their launch configuration: both are silent.
 """
 
@@ -41,6 +45,7 @@ from torchlint.facts.torch.training import TrainingAnalysis
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import ClassRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.syntax.names import Scope
 
 # Words a module uses when it decides about precision: autocast and scalers, half types, mixed-precision
 # options and flags, and the TF32 switches themselves.
@@ -58,6 +63,9 @@ ATTENTION_LAYERS = re.compile(
 )
 PRODUCTS = re.compile(r"\bmatmul\(|\beinsum\(|\bbmm\(|\s@\s")
 ATTENTION_NAMES = re.compile(r"attn|attention", re.IGNORECASE)
+# Attention weighs values by a softmax of the products (`scores.softmax(-1)`, `F.softmax`, `nn.Softmax(`);
+# a product with a fixed mask matrix in a layer named "attentive" (TabNet's feature masks) does not.
+SOFTMAX = re.compile(r"\bsoftmax\(", re.IGNORECASE)
 CONV_WORDS = re.compile(r"\bConv(?:Transpose)?[123]d\(")
 # A torchvision (or timm) convolutional backbone built inside a model class: many convolutions at once.
 CONV_BACKBONES = re.compile(
@@ -73,7 +81,11 @@ MATMUL_LIBRARIES = (
     "torch.nn.Transformer",
     "torch.nn.MultiheadAttention",
 )
-MAX_DEPTH = 3
+MAX_DEPTH = 4
+# The keywords that give a model's width, and the width at or below which its matrix products are too
+# small for TF32 to change the step time (x-transformers' parity toy: `dim = 64`).
+WIDTH_KEYWORDS = frozenset({"dim", "d_model", "embed_dim", "hidden_size", "hidden_dim", "n_embd", "width"})
+NARROW = 128
 
 
 @dataclass(frozen=True)
@@ -113,21 +125,24 @@ class MatmulPrecisionAnalysis:
         models = self.source.analysis(ModelAnalysis)
         for model in models.trained:
             texts: dict[int, str] = {}
+            widths: list[object] = []
             for event in model.builds:
-                scope = event.scope or model.scope
-                for node in subexpressions(unplaced(event.node)):  # `Wrapper(Net(layers=Decoder(...)))`
-                    if not isinstance(node, cst.Call):
-                        continue
-                    if (self.source.qualname(node.func, scope) or "").startswith(MATMUL_LIBRARIES):
+                built_from = _built_calls(self.source, unplaced(event.node), event.scope or model.scope)
+                for home, node, scope in built_from:
+                    if (home.qualname(node.func, scope) or "").startswith(MATMUL_LIBRARIES):
                         return True
-                    built = self.source.resolve_class(node.func, scope)
+                    widths += [home.value(a.value, scope).literal for a in node.args if _names_width(a)]
+                    built = home.resolve_class(node.func, scope)
                     if built is not None:
                         _class_texts(*built, texts, 0)
+            if widths and all(isinstance(w, int) and w <= NARROW for w in widths):
+                continue  # `Decoder(dim=64, ...)` on every path: too narrow for tensor cores to matter
             for home, cls in models.classes_of(model):
                 _class_texts(home, cls, texts, 0)
             text = "\n".join(texts.values())
             layers, products = len(ATTENTION_LAYERS.findall(text)), len(PRODUCTS.findall(text))
-            attends = layers > 0 or (products >= 2 and ATTENTION_NAMES.search(text) is not None)
+            weighs = ATTENTION_NAMES.search(text) is not None and SOFTMAX.search(text) is not None
+            attends = layers > 0 or (products >= 2 and weighs)
             convs = len(CONV_WORDS.findall(text)) + BACKBONE_CONVS * len(CONV_BACKBONES.findall(text))
             if attends and 4 * layers + products > convs:
                 return True
@@ -149,9 +164,44 @@ def _decides(source: SourceModule) -> bool:
     return PRECISION_WORDS.search(source.text) is not None
 
 
+def _names_width(arg: cst.Arg) -> bool:
+    return arg.keyword is not None and arg.keyword.value in WIDTH_KEYWORDS
+
+
+def _built_calls(home: SourceModule, expr: cst.BaseExpression, scope: Scope, hops: int = 0):
+    """The calls a model is built of: those in its build and its arguments (`Wrapper(Net(layers=
+    Decoder(...)))`), in what the names it is handed were bound to (`Wrapper(decoder=decoder)`), and in
+    what the project functions it calls return (`get_model(config)` returning `build_transformer(...)`,
+    which returns `Transformer(...)`), a few functions deep. Not the receivers of method calls
+    (`tokenizer.get_vocab_size()`) nor attributes (`config.d_model`): what they hold is no part of it."""
+    stack, seen = [(expr, scope)], set()
+    while stack:
+        node, scope = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, cst.Call):
+            yield home, node, scope
+            stack.extend((arg.value, scope) for arg in node.args)
+            if isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call):
+                stack.append((node.func.value, scope))  # `Net().cuda()`
+            factory = home.callee_of_call(node, scope) if hops < MAX_DEPTH else None
+            if factory is not None:
+                other, function = factory
+                for returned in function.returns:
+                    yield from _built_calls(other, returned, function.scope, hops + 1)
+        elif isinstance(node, cst.Name):
+            stack.extend((a.value, a.scope) for a in home.assignments(node, scope) or [])
+        elif isinstance(node, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
+            stack.extend((element.value, scope) for element in node.elements)
+        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            stack.append((node.elt, scope))
+
+
 def _class_texts(home: SourceModule, cls: ClassRecord, texts: dict[int, str], depth: int) -> None:
     """The code of `cls`, of its project base classes, and of the project classes it builds into its
-    attributes (`self.block = Block(...)`, `nn.ModuleList([Block(...) ...])`), by class."""
+    attributes (`self.block = Block(...)`, `nn.ModuleList([Block(...) ...])`) or in its `__init__` (a
+    layer built and appended to a list), by class."""
     if id(cls) in texts or depth > MAX_DEPTH:
         return
     texts[id(cls)] = home.code(cls.node)
@@ -166,3 +216,8 @@ def _class_texts(home: SourceModule, cls: ClassRecord, texts: dict[int, str], de
                     built = home.resolve_class(node.func, scope)
                     if built is not None:
                         _class_texts(*built, texts, depth + 1)
+    init = cls.methods.get("__init__")
+    for call in init.calls if init is not None else ():  # `layer = Attention(...)`, appended to a list
+        built = home.resolve_class(call.node.func, call.scope)
+        if built is not None:
+            _class_texts(*built, texts, depth + 1)
