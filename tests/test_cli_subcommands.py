@@ -65,7 +65,7 @@ def test_linter_lists_the_families_with_their_prefixes_and_rules():
     lines = invoke("linter").stdout.splitlines()
     assert lines[:2] == [
         "TL0 torchlint (TL001, TL002, TL003)",
-        "TL1 compile (TL101, TL102, TL103, TL104, TL105, TL106)",
+        "TL1 compile (TL101, TL102, TL103, TL104, TL105, TL106, TL107)",
     ]
     assert (
         "TL6 distributed (TL601, TL602)" in lines

@@ -1,6 +1,6 @@
 """`debug facts`, the compile family's section: the trained models with what is done to each and whether
 they are compiled, every compile site, and this module's functions that run compiled with the likely graph
-breaks in them (TL106)."""
+breaks in them (TL106), and compiled optimizer steps whose float learning rate a scheduler changes (TL107)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
 from torchlint.rules.compile.questions import CompileQuestions
+from torchlint.rules.compile.recompiles import RecompileAnalysis
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
@@ -48,6 +49,11 @@ def describe(facts: ModuleFacts) -> list[str]:
         out.append(f"  line {line(site.node)}: {site.how}{what}{every}")
     if not models.compile_sites:
         out.append("  (none)")
+    for step in facts.analysis(RecompileAnalysis).recompiling_steps:
+        out.append(
+            f"  line {line(step.site)}: compiles `{step.optimizer}.step`, whose float lr `{step.scheduler}` "
+            "changes (TL107, before torch 2.6)"
+        )
     out.extend(_compiled_code(facts))
     return out
 

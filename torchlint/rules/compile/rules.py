@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchlint.facts import CompileSite, Model, ModuleFacts, Scope
     from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
     from torchlint.rules.compile.questions import CompileQuestions
+    from torchlint.rules.compile.recompiles import RecompileAnalysis
 
 
 def _questions(facts: ModuleFacts) -> CompileQuestions:
@@ -388,6 +389,40 @@ class LikelyGraphBreak(Rule):
             )
             note = no_fix(f"{self.remedies[found.kind]}; see {GRAPH_BREAKS_URL}")
             yield self.finding(facts, found.node, message, None, note)
+
+
+RECOMPILE_RECIPE = "https://docs.pytorch.org/tutorials/recipes/compiling_optimizer_lr_scheduler.html"
+
+
+class CompiledStepFloatLr(Rule):
+    """Before torch 2.6, Dynamo specialised the Python floats a compiled function reads: the learning rate a
+    scheduler changes makes the compiled optimizer step recompile at every change, until the recompile
+    limit, and then run uncompiled. Reported only for a project on such a torch (`torch-version`, or the
+    torch its dependency files pin): since 2.6 the float becomes a symbol after one recompile."""
+
+    code = "TL107"
+    name = "compiled-step-float-lr"
+    speed_advice = True
+    needs_text = ("compile",)
+
+    def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        if self.torch_supports((2, 6)):
+            return  # floats are traced as symbols: one recompile, then none
+        for found in _recompiles(facts).recompiling_steps:
+            message = (
+                f"`{found.optimizer}.step` is compiled while `{found.scheduler}` changes its learning rate, "
+                "a Python float: before torch 2.6 Dynamo guards on its value and recompiles the step at "
+                "every change, until the recompile limit, and then runs it uncompiled"
+            )
+            remedy = "pass the learning rate as a tensor (`lr=torch.tensor(0.01)`)"
+            note = no_fix(f"{remedy}; see {RECOMPILE_RECIPE}")
+            yield self.finding(facts, found.site, message, None, note)
+
+
+def _recompiles(facts: ModuleFacts) -> RecompileAnalysis:
+    from torchlint.rules.compile.recompiles import RecompileAnalysis
+
+    return facts.analysis(RecompileAnalysis)
 
 
 def _head(code: str) -> str:
