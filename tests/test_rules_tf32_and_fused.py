@@ -381,3 +381,37 @@ def test_an_optimizer_built_by_a_helper_module_for_a_script_training_on_the_gpu(
     assert [(d.code, d.location.line) for d in found] == [("TL505", 5)]
     train.write_text("import deepspeed\n" + train.read_text())  # the engine replaces the optimizer
     assert Linter().check_text(str(helper), helper.read_text(), settings(select=("TL505",))) == []
+
+
+LIGHTNING = """\
+import lightning as L
+import torch
+
+
+class LitModel(L.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def training_step(self, batch):
+        return self.net(batch).mean()
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.net.parameters(), lr=2e-4)
+        return [optimizer], [torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: step / 10)]
+
+
+if __name__ == "__main__":
+    trainer = L.Trainer(devices=1, accelerator="cuda", precision="bf16-true")
+    trainer.fit(LitModel(build()), data)
+"""
+
+
+def test_a_lightning_modules_optimizers_are_flagged_when_its_trainer_may_pick_the_gpu():
+    """litgpt's tutorials: `configure_optimizers` has no loop of its own; the `Trainer` built beside it
+    steps what it returns on the GPU (also with `accelerator` left to "auto")."""
+    assert _found(LIGHTNING, "TL505") == [("TL505", 14)]
+    assert _found(LIGHTNING.replace('accelerator="cuda", ', ""), "TL505") == [("TL505", 14)]
+    assert _found(LIGHTNING.replace('accelerator="cuda"', 'accelerator="cpu"'), "TL505") == []
+    without_trainer = LIGHTNING.split('if __name__ == "__main__":')[0]
+    assert _found(without_trainer, "TL505") == []

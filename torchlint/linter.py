@@ -152,9 +152,14 @@ class Linter:
                     return _finish(found, text, None, settings.ignore_noqa)
                 facts = self.facts_of(path, text, module, file if in_project else None)
             in_tests = facts.is_test_module
+            toy: bool | None = None  # a demo of a few steps over data typed into the script
             for rule in rules:
                 if rule.speed_advice and in_tests:
                     continue
+                if rule.speed_advice:
+                    toy = facts.training.toy_demo if toy is None else toy
+                    if toy:
+                        continue  # advice on speed for a few steps over a handful of rows: nothing to gain
                 try:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down

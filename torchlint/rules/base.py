@@ -55,7 +55,8 @@ class Rule:
     needs_text: ClassVar[tuple[str, ...] | None] = None
     # Advice on how fast or lean training runs: silent in test files (`test_*.py`, `tests/`), which train to
     # check behaviour (convergence, gradient sync, resuming) on tiny models, where speed is not the point and
-    # changing numerics or the model's type would change what they test.
+    # changing numerics or the model's type would change what they test. Silent too in a toy demo: every
+    # training loop trains on rows typed into the script (`TrainingAnalysis.toy_demo`).
     speed_advice: ClassVar[bool] = False
 
     def __init__(self, settings: Settings) -> None:

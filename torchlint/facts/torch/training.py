@@ -59,6 +59,7 @@ MAX_DEPTH = 6
 # At most this many optimizer steps in all: a demo of an API (pytorch/examples' parallelism demos run 10), not
 # a training run.
 DEMO_STEPS = 10
+TOY_ROWS = 64  # rows of a dataset typed into a script: a demo's, not a training set
 
 
 @dataclass(frozen=True)
@@ -417,6 +418,25 @@ class TrainingAnalysis:
         loops = self.training_loops
         return bool(loops) and all(self._known_steps(loop) is not None for loop in loops)
 
+    @cached_property
+    def toy_demo(self) -> bool:
+        """Every training loop here trains on data typed into the script: a loop over a loader of a dataset
+        written out as literal rows (at most TOY_ROWS), or one inside or around such a loop. However many
+        epochs it runs, nothing about its speed matters (a benchmark of a few steps over real model sizes,
+        which is about speed, is not one)."""
+        loops = self.training_loops
+        return bool(loops) and all(self._over_typed_rows(loop) for loop in loops)
+
+    def _over_typed_rows(self, loop: LoopRecord) -> bool:
+        """The loop, or one around it, iterates a loader over rows typed into the script."""
+        current: LoopRecord | None = loop
+        while current is not None:
+            if self._toy_loader_steps(current) is not None:
+                return True
+            current = current.parent
+        inner = (other for other in self.source.loops if other.parent is loop)
+        return any(self._toy_loader_steps(other) is not None for other in inner)
+
     def _known_steps(self, loop: LoopRecord) -> int | None:
         if self.called_repeatedly(loop.function):
             return None
@@ -424,6 +444,8 @@ class TrainingAnalysis:
         current: LoopRecord | None = loop
         while current is not None:
             count = self._literal_range(current)
+            if count is None:
+                count = self._toy_loader_steps(current)
             if count is None:
                 return None
             steps *= count
@@ -460,6 +482,49 @@ class TrainingAnalysis:
             count = values[0].value if len(values) == 1 and values[0].index is None else None
         ok, value = literal_of(count) if count is not None else (False, None)
         return value if ok and isinstance(value, int) and not isinstance(value, bool) else None
+
+    def _toy_loader_steps(self, loop: LoopRecord) -> int | None:
+        """The batches of a loop over a loader of this module whose dataset is written out in the script
+        (`TensorDataset(torch.tensor([[-1.2, 3.1], ...]), ...)`, or a project dataset class built from
+        such tensors): its rows over the literal batch size (1 when not given). Data typed in by hand is a
+        demo of the API, however it is iterated."""
+        loaders = self.loaders_of_loop(loop)
+        if len(loaders) != 1 or loaders[0].record is None:
+            return None
+        loader = loaders[0]
+        dataset = loader.option("dataset")
+        if dataset is None or dataset.conditional or dataset.expression is None:
+            return None
+        rows = self._literal_rows(dataset.expression, loader.scope, 0)
+        if rows is None:
+            return None
+        if loader.lacks("batch_size"):
+            return rows
+        known, size = loader.constant("batch_size")
+        if not known or not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            return None
+        return -(-rows // size)
+
+    def _literal_rows(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> int | None:
+        """How many rows a dataset or tensor written out in the code has (None: not written out)."""
+        source = self.source
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            values = source.assigned_values(expr, scope)
+            if len(values) != 1 or values[0].index is not None:
+                return None
+            return self._literal_rows(values[0].value, values[0].scope, depth + 1)
+        if not isinstance(expr, cst.Call) or not expr.args or expr.args[0].keyword is not None:
+            return None
+        first = expr.args[0].value
+        qualname = source.qualname(expr.func, scope) or ""
+        if qualname == "torch.tensor":
+            rows = len(first.elements) if isinstance(first, (cst.List, cst.Tuple)) else None
+            return rows if rows is not None and rows <= TOY_ROWS else None
+        if qualname.endswith("TensorDataset") or source.resolve_class(expr.func, scope) is not None:
+            return self._literal_rows(first, scope, depth + 1)  # the first tensor's rows
+        return None
 
     def called_repeatedly(self, function: FunctionRecord | None, depth: int = 0) -> bool:
         """Is `function` called inside a loop (here, or by a function that is)? Then its loops rerun."""

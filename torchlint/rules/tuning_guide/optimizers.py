@@ -7,7 +7,8 @@ optimizer docs call "theoretically fastest". Only these three have fused CUDA ke
 2.4 (where fused kernels exist for the CPU too, and the device check moved from construction to `step`).
 
 The training loop may be in the module, or, for a module without one (the model file whose
-`configure_optimizers` builds the optimizer, an algorithm class), in a project module importing it.
+`configure_optimizers` builds the optimizer, an algorithm class), in a project module importing it; or it is
+Lightning's, for the `configure_optimizers` of a module that builds a `Trainer` which may pick the GPU.
 Silent when the call already chooses (`fused=`, `foreach=`, `differentiable=`, or a `**` dict that may), when
 no such training loop may run on CUDA, for SGD where gradients may be sparse (the fused kernel refuses them)
 or sharded as DTensors (FSDP2's `fully_shard`, tensor parallelism: torch has no DTensor rule for fused SGD,
@@ -24,10 +25,12 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
 
 if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import CallRecord
     from torchlint.facts.syntax.module import SourceModule
 
 FUSABLE = {
@@ -58,6 +61,7 @@ class UnfusedOptimizer:
     call: cst.Call
     callee: cst.BaseExpression  # `torch.optim.AdamW`, as written: where the finding goes
     name: str  # "AdamW"
+    in_lightning_hook: bool = False  # built in a `configure_optimizers` method
 
 
 class OptimizerAnalysis:
@@ -78,10 +82,18 @@ class OptimizerAnalysis:
             arguments = read_call(source, record.node, record.scope, SIGNATURE)
             if not arguments.complete or any(arguments.get(choice) is not None for choice in CHOICES):
                 continue
-            found.append(UnfusedOptimizer(record.node, record.node.func, name))
+            found.append(UnfusedOptimizer(record.node, record.node.func, name, _in_lightning_hook(record)))
         if found and not self._trains_on_cuda:
-            return []
+            return [optimizer for optimizer in found if optimizer.in_lightning_hook and self._fit_on_gpu]
         return found
+
+    @cached_property
+    def _fit_on_gpu(self) -> bool:
+        """This module builds a Lightning `Trainer` (or `LightningCLI`) that may pick the GPU: Lightning
+        steps the optimizers `configure_optimizers` returns, on the module's device. Not a `Trainer` in an
+        importing module: a test's `Trainer()` of Lightning 1.x (`from_argparse_args` in the module) ran on
+        the CPU unless told `gpus=`, and nothing here says which Lightning the project runs."""
+        return _lightning_on_gpu(self.source)
 
     @cached_property
     def _trains_on_cuda(self) -> bool:
@@ -95,6 +107,26 @@ class OptimizerAnalysis:
         if any(word in other.text for other in importers for word in REPLACED_OR_OLD):
             return False  # the module that trains hands the optimizer to a framework that replaces it
         return any(_has_cuda_loop(other) for other in importers)
+
+
+def _in_lightning_hook(record: CallRecord) -> bool:
+    function = record.function
+    return function is not None and function.owner is not None and function.name == "configure_optimizers"
+
+
+def _lightning_on_gpu(source: SourceModule) -> bool:
+    if "lightning" not in source.text:
+        return False
+    for call in source.calls:
+        callee = source.qualname(call.node.func, call.scope) or ""
+        if callee.split(".")[0] not in ("lightning", "pytorch_lightning"):
+            continue
+        if not callee.endswith(("Trainer", "LightningCLI")) or callee.endswith("TrainingArguments"):
+            continue
+        placed = frameworks.placement(source, call.node, callee, call.scope)
+        if placed is not None and placed[0].may_be_cuda:
+            return True
+    return False
 
 
 def _has_cuda_loop(source: SourceModule) -> bool:
