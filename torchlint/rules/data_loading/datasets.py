@@ -385,6 +385,24 @@ class DatasetAnalysis:
                 return False
         return True
 
+    def holds_token_ids(self, loader: Loader) -> bool:
+        """The dataset is a project class that tokenizes text when it is built (`tokenizer.encode(txt)` in
+        `__init__`) or is handed token ids (a parameter named for them): its samples are a few KB of
+        integer ids, as a Hugging Face table prepared by `.map(tokenize)` is."""
+        dataset = _dataset(loader)
+        values = [(dataset, loader.scope)] if dataset is not None else []
+        if isinstance(dataset, cst.Name):
+            assigned = self.source.assigned_values(dataset, loader.scope)
+            values = [(a.value, a.scope) for a in assigned if not _is_none(a.value)]  # `ds = None` first
+        if not values:
+            return False
+        for value, scope in values:
+            found = self.source.resolve_class(value.func, scope) if isinstance(value, cst.Call) else None
+            init = found[1].methods.get("__init__") if found is not None else None
+            if init is None or not _tokenizes(init):
+                return False
+        return True
+
     def _collate_function(self, loader: Loader):
         collate = loader.option("collate_fn")
         if collate is not None:
@@ -817,6 +835,26 @@ def _dataset(loader: Loader) -> cst.BaseExpression | None:
     """The dataset expression passed in the loader call itself (not through a `**` dict)."""
     option = loader.option("dataset")
     return option.expression if option is not None else None
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+_TOKENIZING = frozenset({"encode", "encode_ordinary", "encode_batch", "tokenize", "convert_tokens_to_ids"})
+
+
+def _tokenizes(init: FunctionRecord) -> bool:
+    """A dataset's `__init__` that tokenizes text (`tokenizer.encode(txt)`, `self.tokenizer(text)`) or takes
+    token ids (`def __init__(self, token_ids, max_length)`)."""
+    if any("token" in param and "tokenizer" not in param for param in init.params[1:]):
+        return True  # `token_ids`, `tokens`; not a `tokenizer_src` used per item (hkproj builds masks)
+    for call in init.calls:
+        func = call.node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in _TOKENIZING or name.endswith("tokenizer"):
+            return True
+    return False
 
 
 def _defines_method(source: SourceModule, cls: ClassRecord, name: str, depth: int) -> bool | None:

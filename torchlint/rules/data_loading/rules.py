@@ -158,6 +158,8 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
                 continue
             if _datasets(facts).kind(loader) in (DatasetKind.INDICES, DatasetKind.HF_TABLE):
                 continue  # a batch of integers, or a few KB of token ids: nothing worth pinning
+            if _datasets(facts).holds_token_ids(loader):
+                continue  # a project dataset of tokenized text: a few KB of ids per batch
             on_cpu = _datasets(facts).samples_on_cpu(loader)
             if on_cpu is False:
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
