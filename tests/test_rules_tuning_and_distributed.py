@@ -1089,3 +1089,49 @@ def test_a_test_on_the_loss_every_step_is_a_read_but_not_one_on_what_the_tensor_
         (17, "`while loss > 10:`"),
         (19, "`loss.item()`"),
     ]
+
+
+RUNNER = """\
+import torch
+import torch.nn as nn
+
+
+class Runner:
+    def __init__(self, device):
+        self.device = device
+
+    def train(self, loader):
+        model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU(), nn.Conv2d(64, 3, 3)).to(self.device)
+        optimizer = torch.optim.Adam(model.parameters(), fused=True)
+        for x, _ in loader:
+            loss = (model(x.to(self.device)) - 1).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    def sample(self, ckpt):
+        model = nn.Sequential(nn.Conv2d(3, 64, 3), nn.ReLU(), nn.Conv2d(64, 3, 3)).to(self.device)
+        model = torch.nn.DataParallel(model)
+        model.load_state_dict(torch.load(ckpt))
+        model.eval()
+        with torch.no_grad():
+            return model(torch.randn(64, 3, 32, 32, device=self.device))
+"""
+
+
+def test_data_parallel_local_to_a_sampling_method_of_a_trainer_class_is_silent():
+    """ermongroup/ddim: `Diffusion.sample()` wraps a fresh model it loads and runs under `no_grad`; the
+    class's `train()` trains another. A method that keeps the wrapped model on the object, or returns it
+    (the vendored Hugging Face Trainer's `_wrap_model`), still wraps what training uses."""
+    assert _found(RUNNER, "TL602") == []
+    kept = RUNNER.replace(
+        "        model = torch.nn.DataParallel(model)\n",
+        "        self.model = torch.nn.DataParallel(model)\n",
+    )
+    assert _found(kept, "TL602") == [("TL602", 20)]
+    returned = RUNNER.replace(
+        "        model.load_state_dict(torch.load(ckpt))\n        model.eval()\n        with torch.no_grad():\n"
+        "            return model(torch.randn(64, 3, 32, 32, device=self.device))\n",
+        "        return model\n",
+    )
+    assert _found(returned, "TL602") == [("TL602", 20)]

@@ -851,7 +851,8 @@ def _tokenizes(init: FunctionRecord) -> bool:
         return True  # `token_ids`, `tokens`; not a `tokenizer_src` used per item (hkproj builds masks)
     for call in init.calls:
         func = call.node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = func.attr.value if isinstance(func, cst.Attribute) else ""
+        name = func.value if isinstance(func, cst.Name) else name
         if name in _TOKENIZING or name.endswith("tokenizer"):
             return True
     return False

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.torch.devices import DeviceAnalysis
-from torchlint.facts.torch.models import ModelAnalysis
+from torchlint.facts.torch.models import ModelAnalysis, unplaced
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import FunctionRecord
+    from torchlint.facts.syntax.collect import CallRecord
     from torchlint.facts.syntax.module import SourceModule
 
 DATA_PARALLEL = frozenset(
@@ -60,7 +60,7 @@ class WrapperAnalysis:
             call = record.node
             if id(call) in found or source.qualname(call.func, record.scope) not in DATA_PARALLEL:
                 continue
-            if not _trains_there(record.function, training):
+            if not _trains_there(source, record, training):
                 continue  # `evaluate(model)` wrapping for a multi-GPU evaluation
             wrapped = next((arg.value for arg in call.args if arg.keyword is None and not arg.star), None)
             what = source.code(wrapped) if wrapped is not None else "the module"
@@ -68,13 +68,25 @@ class WrapperAnalysis:
         return list(found.values())
 
 
-def _trains_there(function: FunctionRecord | None, training: TrainingAnalysis) -> bool:
+def _trains_there(source: SourceModule, record: CallRecord, training: TrainingAnalysis) -> bool:
     """The code around a call trains: the module's own statements, a function that runs a training loop
-    (itself or through what it calls), or a method of a class one of whose methods does (a trainer's
-    `__init__` wrapping the model its `train()` trains)."""
+    (itself or through what it calls), or a method of a class one of whose methods does, when the wrapped
+    module is kept on the object or returned (a trainer's `__init__` setting `self.model` for its `train()`;
+    not a local of its `sample()` that loads a checkpoint and runs under `no_grad`)."""
+    function = record.function
     if function is None:
         return True
     if training.has_training_loop(function):
         return True
     owner = function.owner
-    return owner is not None and any(training.has_training_loop(method) for method in owner.methods.values())
+    if owner is None or not any(training.has_training_loop(method) for method in owner.methods.values()):
+        return False
+    kept = [(value, scope) for values in owner.attributes.values() for value, scope in values]
+    for value, scope in [*kept, *((returned, function.scope) for returned in function.returns)]:
+        if unplaced(value) is record.node:
+            return True
+        if isinstance(value, cst.Name):  # `model = DataParallel(model)` ... `return model`
+            assigned = source.assigned_values(value, scope)
+            if any(unplaced(a.value) is record.node for a in assigned):
+                return True
+    return False
