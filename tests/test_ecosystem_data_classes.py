@@ -507,3 +507,32 @@ def test_a_dataset_that_tokenizes_each_item_as_it_is_read_still_gets_pinned_memo
     )
     found = loader_codes(per_item)
     assert ("TL202", line_of(per_item, "loader")) in found
+
+
+FACTORY_ZERO = (
+    HEAD
+    + """\
+
+
+def create_loader(dataset, batch_size=4, num_workers=0):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers)  # <- loader
+
+
+train_loader = create_loader(train_set, batch_size=8, num_workers=0)
+for epoch in range(args.epochs):
+    for x, y in train_loader:
+        loss = model(x.to(device)).mean()
+        loss.backward()
+        optimizer.step()
+"""
+)
+
+
+def test_workers_a_parameter_every_caller_leaves_at_zero_are_no_workers():
+    """rasbt's `create_dataloader_v1(..., num_workers=0)`, called with `num_workers=0` everywhere: no
+    worker process starts, so none restarts; a caller that asks for workers makes them restart."""
+    assert "TL203" not in {code for code, _ in loader_codes(FACTORY_ZERO)}
+    omitted = FACTORY_ZERO.replace("batch_size=8, num_workers=0)", "batch_size=8)")
+    assert "TL203" not in {code for code, _ in loader_codes(omitted)}
+    asked = FACTORY_ZERO.replace("batch_size=8, num_workers=0)", "batch_size=8, num_workers=4)")
+    assert ("TL203", line_of(asked, "loader")) in loader_codes(asked)

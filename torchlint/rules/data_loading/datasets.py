@@ -14,10 +14,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.calls import Signature, passed_for, read_call
+from torchlint.facts.syntax.calls import Signature, argument_for, passed_for, read_call
 from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
 from torchlint.facts.syntax.module import is_docstring
 from torchlint.facts.syntax.names import BindingKind, Scope, ScopeKind
+from torchlint.facts.syntax.values import literal_of
+from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.vocabulary import DatasetKind
 
@@ -402,6 +404,28 @@ class DatasetAnalysis:
             if init is None or not _tokenizes(init):
                 return False
         return True
+
+    def zero_from_every_caller(self, loader: Loader, expr: cst.BaseExpression | None) -> bool:
+        """`expr` is a parameter of the function building the loader (`def create_loader(..., num_workers=0)`)
+        for which every call of that function, here and in the project modules importing this one, passes
+        the constant 0 or nothing over a default of 0 (rasbt's `create_dataloader_v1`)."""
+        source = self.source
+        function = source.function_of_scope(loader.scope)
+        if not isinstance(expr, cst.Name) or function is None or expr.value not in function.params:
+            return False
+        param = next((p for p in function.node.params.params if p.name.value == expr.value), None)
+        if param is None:
+            return False
+        default = param.default
+        passed = [argument for argument, _ in passed_for(source, function, expr.value)]
+        for other in source.analysis(CallerAnalysis).importers():
+            for call in other.calls:
+                target = other.callee(call)
+                if target is not None and target[1] is function:
+                    passed.append(argument_for(call.node, function, expr.value))
+        if not passed:
+            return False
+        return all(_is_zero(argument if argument is not None else default) for argument in passed)
 
     def _collate_function(self, loader: Loader):
         collate = loader.option("collate_fn")
@@ -835,6 +859,10 @@ def _dataset(loader: Loader) -> cst.BaseExpression | None:
     """The dataset expression passed in the loader call itself (not through a `**` dict)."""
     option = loader.option("dataset")
     return option.expression if option is not None else None
+
+
+def _is_zero(expr: cst.BaseExpression | None) -> bool:
+    return expr is not None and literal_of(expr) == (True, 0)
 
 
 def _is_none(expr: cst.BaseExpression) -> bool:

@@ -228,6 +228,8 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
                 continue
             if not _may_start_workers(workers):
                 continue
+            if _datasets(facts).zero_from_every_caller(loader, workers.expression):
+                continue  # `num_workers` is a parameter every caller leaves at 0
             known, _ = workers.constant()
             message = (
                 f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
