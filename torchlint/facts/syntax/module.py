@@ -319,19 +319,25 @@ class SourceModule:
         function = self.top_level_function(name)
         if function is not None:
             return self, function
+        return self._reexported(name, "function")
+
+    def _reexported(self, name: str, kind: Literal["class", "function"]):
+        """What the one import binding `name` here names in another project file, followed there (a cycle of
+        re-exports answers None)."""
         bindings = self.module_scope.bindings.get(name, [])
-        if self.project is None or self.file is None or name in self._exporting:
+        if self.project is None or self.file is None or (kind, name) in self._exporting:
             return None
         if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT or not bindings[0].qualname:
             return None
-        self._exporting.add(name)  # a cycle of re-exports ends here
+        self._exporting.add((kind, name))
         try:
-            return self.project.resolve_function(self.file, bindings[0].qualname)
+            resolve = self.project.resolve_class if kind == "class" else self.project.resolve_function
+            return resolve(self.file, bindings[0].qualname)
         finally:
-            self._exporting.discard(name)
+            self._exporting.discard((kind, name))
 
     @cached_property
-    def _exporting(self) -> set[str]:
+    def _exporting(self) -> set[tuple[str, str]]:
         return set()
 
     def callee_of_call(self, call: cst.Call, scope: Scope) -> tuple[SourceModule, FunctionRecord] | None:
@@ -515,20 +521,7 @@ class SourceModule:
         cls = self.top_level_class(name)
         if cls is not None:
             return self, cls
-        bindings = self.module_scope.bindings.get(name, [])
-        if self.project is None or self.file is None or name in self._exporting_classes:
-            return None
-        if len(bindings) != 1 or bindings[0].kind is not BindingKind.IMPORT or not bindings[0].qualname:
-            return None
-        self._exporting_classes.add(name)  # a cycle of re-exports ends here
-        try:
-            return self.project.resolve_class(self.file, bindings[0].qualname)
-        finally:
-            self._exporting_classes.discard(name)
-
-    @cached_property
-    def _exporting_classes(self) -> set[str]:
-        return set()
+        return self._reexported(name, "class")
 
     # -- values -----------------------------------------------------------------------------------------
 
