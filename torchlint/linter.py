@@ -152,7 +152,7 @@ class Linter:
                     return _finish(found, text, None, settings.ignore_noqa)
                 facts = self.facts_of(path, text, module, file if in_project else None)
             in_tests = facts.is_test_module
-            toy: bool | None = None  # a demo of a few steps over data typed into the script
+            toy: bool | None = None  # every training loop here trains on rows typed into the script
             for rule in rules:
                 if rule.speed_advice and in_tests:
                     continue
