@@ -100,7 +100,7 @@ def test_editing_the_engine_rechecks_the_training_script(tmp_path, monkeypatch):
 
 def test_a_corrupted_cache_entry_is_ignored_and_rebuilt(fixtures_copy):
     cold = run(RunOptions(paths=[fixtures_copy], jobs=1))
-    for entry in (fixtures_copy / ".torchlint_cache" / "results").glob("*.json"):
+    for entry in fixtures_copy.rglob(".torchlint_cache/results/*.json"):  # also a nested project's
         entry.write_text("{not json")
     again = run(RunOptions(paths=[fixtures_copy], jobs=1))
     assert findings(again) == findings(cold) and again.from_cache == 0

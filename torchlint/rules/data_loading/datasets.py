@@ -869,14 +869,15 @@ def _is_none(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "None"
 
 
+_TOKEN_ID_PARAMS = ("token_ids", "input_ids")
 _TOKENIZING = frozenset({"encode", "encode_ordinary", "encode_batch", "tokenize", "convert_tokens_to_ids"})
 
 
 def _tokenizes(init: FunctionRecord) -> bool:
     """A dataset's `__init__` that tokenizes text (`tokenizer.encode(txt)`, `self.tokenizer(text)`) or takes
     token ids (`def __init__(self, token_ids, max_length)`)."""
-    if any("token" in param and "tokenizer" not in param for param in init.params[1:]):
-        return True  # `token_ids`, `tokens`; not a `tokenizer_src` used per item (hkproj builds masks)
+    if any(param.endswith(_TOKEN_ID_PARAMS) or param == "tokens" for param in init.params[1:]):
+        return True  # handed the ids; not `buffer_tokens` (a count) nor a `tokenizer_src` used per item
     for call in init.calls:
         func = call.node.func
         name = func.attr.value if isinstance(func, cst.Attribute) else ""
