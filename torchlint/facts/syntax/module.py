@@ -39,6 +39,8 @@ from torchlint.facts.syntax.spans import Spans
 from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
 
+MAX_BASE_DEPTH = 4  # base classes followed up a class's hierarchy
+
 Analysis = TypeVar("Analysis")
 # nn.Module's methods that return the module itself (`Trainer(model).cuda()` is still the Trainer)
 _RETURNS_THE_MODULE = frozenset({"cuda", "to", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
@@ -514,6 +516,38 @@ class SourceModule:
 
     def top_level_class(self, name: str) -> ClassRecord | None:
         return self.local_class(cst.Name(name), self.module_scope)
+
+    def defines(self, cls: ClassRecord, method: str, depth: int = 0) -> bool | None:
+        """`cls` or one of its bases defines `method`: True, False, or None where a base is not a class of
+        the project (a library's may define it)."""
+        if method in cls.methods:
+            return True
+        if depth >= MAX_BASE_DEPTH:
+            return None
+        answer: bool | None = False
+        for base in cls.node.bases:
+            if isinstance(base.value, cst.Name) and base.value.value == "object":
+                continue
+            found = self.resolve_class(base.value, cls.scope)
+            inherited = found[0].defines(found[1], method, depth + 1) if found is not None else None
+            if inherited:
+                return True
+            if inherited is None:
+                answer = None
+        return answer
+
+    def decorated_by(self, node: cst.CSTNode) -> FunctionRecord | None:
+        """The function `node` decorates, when it is one of its decorators (`@torch.compile`) or the
+        expression of one (`torch.compile(...)` in `@torch.compile(...)`)."""
+        return self._decorated.get(id(node))
+
+    @cached_property
+    def _decorated(self) -> dict[int, FunctionRecord]:
+        table: dict[int, FunctionRecord] = {}
+        for function in self.functions:
+            for decorator in function.node.decorators:
+                table[id(decorator)] = table[id(decorator.decorator)] = function
+        return table
 
     def exported_class(self, name: str) -> tuple[SourceModule, ClassRecord] | None:
         """The module-level class `name` means here: defined in this module, or imported into it from

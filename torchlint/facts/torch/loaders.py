@@ -210,7 +210,7 @@ class LoaderAnalysis:
         if loader.cls in LOADER_CLASSES:
             return False  # torch's own (and the known subclasses): iterated the usual way
         found = self.source.resolve_class(loader.callee, loader.scope)
-        return found is not None and _defines_iter(found[0], found[1], 0)
+        return found is not None and found[0].defines(found[1], "__iter__") is True
 
     def has_endless_epochs(self, loader: Loader) -> bool:
         """The loader's sampler draws with replacement at least ENDLESS_EPOCH samples per epoch."""
@@ -229,18 +229,6 @@ class LoaderAnalysis:
             return False
         count = constant_number(samples)
         return count is not None and count >= ENDLESS_EPOCH
-
-
-def _defines_iter(source: SourceModule, cls, depth: int) -> bool:
-    if "__iter__" in cls.methods:
-        return True
-    if depth >= MAX_SUBCLASS_DEPTH:
-        return False
-    for base in cls.node.bases:
-        found = source.resolve_class(base.value, cls.scope)
-        if found is not None and _defines_iter(found[0], found[1], depth + 1):
-            return True
-    return False
 
 
 # An epoch this long is never finished in practice: minGPT's `RandomSampler(ds, replacement=True,

@@ -204,7 +204,7 @@ class GraphBreakAnalysis:
     def _roots(self):
         home = self.source
         for site in home.analysis(ModelAnalysis).compile_sites:
-            decorated = self._decorated_function(home, site.node)
+            decorated = home.decorated_by(site.node)  # `@torch.compile` on a function
             if decorated is not None:
                 owner = (home, decorated.owner) if decorated.owner is not None else None
                 root = _Root(_named(decorated), "function", home, site.node)
@@ -216,21 +216,6 @@ class GraphBreakAnalysis:
                 function_home, function, self_class, where = target
                 root = _Root(where, "model" if self_class is not None else "function", home, site.node)
                 yield function_home, function, self_class, where, root
-
-    def _decorated_function(self, home: SourceModule, node: cst.CSTNode) -> FunctionRecord | None:
-        """The function `@torch.compile` (or `@torch.compile(...)`) decorates, when `node` is that
-        decorator."""
-        return self._decorated.get(id(node))
-
-    @cached_property
-    def _decorated(self) -> dict[int, FunctionRecord]:
-        """Each decorator of this module (and its expression), by id, with the function it decorates."""
-        table: dict[int, FunctionRecord] = {}
-        for function in self.source.functions:
-            for decorator in function.node.decorators:
-                table[id(decorator)] = function
-                table[id(decorator.decorator)] = function
-        return table
 
     def _compiled(self, home: SourceModule, expr: cst.BaseExpression, scope: Scope, depth: int) -> list:
         """What compiling `expr` compiles: (home, function, the class `self` is, how to name it) for the

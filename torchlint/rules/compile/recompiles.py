@@ -29,7 +29,7 @@ from torchlint.facts.syntax.calls import positional_and_keywords
 from torchlint.facts.torch.models import ModelAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import CallRecord, FunctionRecord
+    from torchlint.facts.syntax.collect import CallRecord
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.syntax.names import Scope
 
@@ -70,21 +70,11 @@ class RecompileAnalysis:
             if isinstance(compiled, cst.Attribute) and compiled.attr.value == "step":
                 yield compiled.value, site.call.scope
             return
-        function = self._decorated.get(id(site.node))
+        function = self.source.decorated_by(site.node)
         for call in function.calls if function is not None else ():
             func = call.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "step" and not call.node.args:
                 yield func.value, call.scope
-
-    @cached_property
-    def _decorated(self) -> dict[int, FunctionRecord]:
-        """Each decorator (and the expression it is: `torch.compile(...)` is also a compile call), by id,
-        with the function it decorates."""
-        table: dict[int, FunctionRecord] = {}
-        for function in self.source.functions:
-            for decorator in function.node.decorators:
-                table[id(decorator)] = table[id(decorator.decorator)] = function
-        return table
 
     def _optimizer_built(self, receiver: cst.BaseExpression, scope: Scope) -> tuple[cst.Call, Scope] | None:
         """The `torch.optim` construction the receiver is bound to, on every path, and its scope."""

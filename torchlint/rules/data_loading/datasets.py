@@ -383,7 +383,7 @@ class DatasetAnalysis:
             if not isinstance(returned, cst.Call):
                 return False
             built = home.resolve_class(returned.func, function.scope)
-            if built is None or _defines_method(*built, "pin_memory", 0) is not False:
+            if built is None or built[0].defines(built[1], "pin_memory") is not False:
                 return False
         return True
 
@@ -418,11 +418,8 @@ class DatasetAnalysis:
             return False
         default = param.default
         passed = [argument for argument, _ in passed_for(source, function, expr.value)]
-        for other in source.analysis(CallerAnalysis).importers():
-            for call in other.calls:
-                target = other.callee(call)
-                if target is not None and target[1] is function:
-                    passed.append(argument_for(call.node, function, expr.value))
+        for _, call in source.analysis(CallerAnalysis).calls_elsewhere([function]):
+            passed.append(argument_for(call.node, function, expr.value))
         if not passed:
             return False
         return all(_is_zero(argument if argument is not None else default) for argument in passed)
@@ -884,19 +881,4 @@ def _tokenizes(init: FunctionRecord) -> bool:
         name = func.value if isinstance(func, cst.Name) else name
         if name in _TOKENIZING or name.endswith("tokenizer"):
             return True
-    return False
-
-
-def _defines_method(source: SourceModule, cls: ClassRecord, name: str, depth: int) -> bool | None:
-    """`cls` or a base defines `name`; None (treated as "may") when a base is not the project's."""
-    if name in cls.methods:
-        return True
-    if depth >= 4:
-        return None
-    for base in cls.node.bases:
-        if isinstance(base.value, cst.Name) and base.value.value == "object":
-            continue
-        found = source.resolve_class(base.value, cls.scope)
-        if found is None or _defines_method(*found, name, depth + 1) is not False:
-            return None
     return False

@@ -121,7 +121,7 @@ def _lightning_on_gpu(source: SourceModule) -> bool:
         callee = source.qualname(call.node.func, call.scope) or ""
         if callee.split(".")[0] not in ("lightning", "pytorch_lightning"):
             continue
-        if not callee.endswith(("Trainer", "LightningCLI")) or callee.endswith("TrainingArguments"):
+        if not callee.endswith(("Trainer", "LightningCLI")):
             continue
         placed = frameworks.placement(source, call.node, callee, call.scope)
         if placed is not None and placed[0].may_be_cuda:
