@@ -102,25 +102,47 @@ def apply_action(text: str, action: types.CodeAction, uri: str) -> str:
     return apply_edits(text, list(action.edit.changes[uri]))
 
 
-def record_publishes(client: LanguageClient) -> list[types.PublishDiagnosticsParams]:
+class Publishes(list):
+    """Every publishDiagnostics from `record_publishes`, in order, and an event set at each arrival."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = asyncio.Event()
+
+    def add(self, params: types.PublishDiagnosticsParams) -> None:
+        self.append(params)
+        self.arrived.set()
+
+
+def record_publishes(client: LanguageClient) -> Publishes:
     """Every publishDiagnostics the server sends from now on, in order (`client.diagnostics` keeps only
     the last one per document, which cannot tell a stale publish that was later overwritten)."""
-    published: list[types.PublishDiagnosticsParams] = []
+    published = Publishes()
     features = client.protocol.fm.features
     handler = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
 
     def record(params: types.PublishDiagnosticsParams) -> None:
-        published.append(params)
+        published.add(params)
         handler(params)
 
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
     return published
 
 
-async def until_published(client: LanguageClient, published: list, uri: str, count: int = 1) -> None:
-    """Wait until `published` (from `record_publishes`) holds `count` publishes for `uri`."""
+async def until_published(published: Publishes, uri: str, count: int = 1) -> None:
+    """Wait until `published` (from `record_publishes`) holds `count` publishes for `uri`. Counted from
+    the record, not by waiting for the next notification: a publish handled between the count and the
+    wait (the loop runs in between when the wait is a task, as `asyncio.wait_for` makes it) would be
+    waited for in vain."""
     while sum(p.uri == uri for p in published) < count:
-        await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 60)
+        published.arrived.clear()  # nothing can arrive between the count above and this
+        await asyncio.wait_for(published.arrived.wait(), 60)
+
+
+def next_publish(client: LanguageClient) -> asyncio.Future:
+    """The next publishDiagnostics, its waiter registered now (`client.wait_for_notification` registers
+    only once it runs, so wrapped in `asyncio.wait_for` it could miss one that arrives meanwhile)."""
+    return client.protocol.wait_for_notification_async(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
 
 
 def frame(message: dict) -> bytes:

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 import pytest_lsp
-from lsp_client import SERVER, apply_edits, record_publishes, until_published
+from lsp_client import SERVER, apply_edits, next_publish, record_publishes, until_published
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
@@ -101,7 +101,7 @@ async def open_notebook(client: LanguageClient, path, cells=NOTEBOOK) -> list[ty
     )
     for index, (kind, _, _) in enumerate(cells):
         if kind == CODE:
-            await until_published(client, published, cell_uri(path, index))
+            await until_published(published, cell_uri(path, index))
     return published
 
 
@@ -183,7 +183,7 @@ async def test_editing_a_cell_checks_the_notebook_again(client, notebook):
     change_cell(
         client, notebook, 2, SETUP.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler("cuda")'), 2
     )
-    await until_published(client, published, cell_uri(notebook, 2), count=2)
+    await until_published(published, cell_uri(notebook, 2), count=2)
     assert [summary(d) for d in client.diagnostics[cell_uri(notebook, 2)]] == [
         ("TL201", (3, 9, 3, 19)),
         ("TL202", (3, 9, 3, 19)),
@@ -191,7 +191,7 @@ async def test_editing_a_cell_checks_the_notebook_again(client, notebook):
     assert [d.code for d in client.diagnostics[cell_uri(notebook, 3)]] == ["TL303"]
     # Lines added to an earlier cell move nothing in the later ones: their ranges stay in their cell.
     change_cell(client, notebook, 1, "# the data\n\n" + IMPORTS, 3)
-    await until_published(client, published, cell_uri(notebook, 3), count=3)
+    await until_published(published, cell_uri(notebook, 3), count=3)
     assert [summary(d) for d in client.diagnostics[cell_uri(notebook, 3)]] == [("TL303", (3, 9, 3, 32))]
 
 
@@ -215,7 +215,7 @@ async def test_running_a_cell_changes_its_metadata_and_checks_nothing_again(clie
         )
     )
     with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 0.5)
+        await asyncio.wait_for(next_publish(client), 0.5)
     assert len(published) == 3
 
 
@@ -235,10 +235,10 @@ async def test_deleting_a_cell_clears_its_diagnostics(client, notebook):
             ),
         )
     )
-    await until_published(client, published, cell_uri(notebook, 3), count=2)
+    await until_published(published, cell_uri(notebook, 3), count=2)
     assert list(client.diagnostics[cell_uri(notebook, 3)]) == []
     # The loader of the third cell no longer feeds a training loop: its findings went with the loop.
-    await until_published(client, published, cell_uri(notebook, 2), count=2)
+    await until_published(published, cell_uri(notebook, 2), count=2)
     assert [d.code for d in client.diagnostics[cell_uri(notebook, 2)]] == ["TL304"]
 
 
@@ -332,5 +332,5 @@ async def test_closing_the_notebook_clears_every_cell(client, notebook):
         )
     )
     for index in (1, 2, 3):
-        await until_published(client, published, cell_uri(notebook, index), count=2)
+        await until_published(published, cell_uri(notebook, index), count=2)
         assert list(client.diagnostics[cell_uri(notebook, index)]) == []

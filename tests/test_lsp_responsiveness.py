@@ -102,7 +102,7 @@ async def test_a_hover_and_code_actions_on_a_small_file_are_answered_while_a_big
         "Disable TL303 for this line",
         "torchlint: Fix all safe fixes",
     ]
-    await until_published(client, published, big.as_uri())
+    await until_published(published, big.as_uri())
     [diagnostics] = [p.diagnostics for p in published if p.uri == big.as_uri()]
     assert len(diagnostics) == BIG_LINES and {d.code for d in diagnostics} == {"TL304"}
     first, last = diagnostics[0].range, diagnostics[-1].range
@@ -128,10 +128,10 @@ async def test_a_check_superseded_by_a_newer_version_never_publishes(client, pro
     with pytest.raises(JsonRpcException) as stale:
         await stale_hover
     assert stale.value.code == CONTENT_MODIFIED
-    await until_published(client, published, big.as_uri())
-    await until_published(client, published, small.as_uri())
+    await until_published(published, big.as_uri())
+    await until_published(published, small.as_uri())
     with pytest.raises(asyncio.TimeoutError):  # nothing else comes (a late version 1, say)
-        await asyncio.wait_for(until_published(client, published, big.as_uri(), count=2), 0.3)
+        await asyncio.wait_for(until_published(published, big.as_uri(), count=2), 0.3)
     assert versions(published, big) == [(2, 0)]
     assert versions(published, small) == [(2, 0)]
 
@@ -150,8 +150,8 @@ async def test_a_refresh_during_a_check_publishes_only_the_new_settings_result(c
     client.text_document_did_save(
         types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=config.as_uri()))
     )
-    await until_published(client, published, big.as_uri())
-    await until_published(client, published, small.as_uri())
+    await until_published(published, big.as_uri())
+    await until_published(published, small.as_uri())
     assert versions(published, big) == [(1, 0)]
     assert versions(published, small) == [(1, 1)]
 
