@@ -141,6 +141,14 @@ def test_a_lower_bound_alone_or_another_package_declares_no_torch_version(projec
     assert sorted(findings()) == [("train.py", "TL303"), ("train.py", "TL304")]
 
 
+def test_a_readme_requirement_counts_when_no_dependency_file_versions_torch(project):
+    (project / ".git").mkdir()
+    (project / "README.md").write_text("# Demo\n\n## Requirements\n- Python 3.10\n- PyTorch 2.2\n")
+    assert findings() == [("train.py", "TL303")]  # as a pin of torch 2.2 in requirements.txt would
+    (project / "requirements.txt").write_text("torch>=1.8\n")  # a lower bound: the current torch, not 2.2
+    assert sorted(findings()) == [("train.py", "TL303"), ("train.py", "TL304")]
+
+
 def test_exclude_and_extend_exclude(project):
     (project / "generated").mkdir()
     (project / "generated" / "a.py").write_text(DEPRECATED)

@@ -214,6 +214,8 @@ def test_no_fix_for_an_ema_copy_or_an_old_torch():
     plain = textwrap.dedent(ema).replace("model_ema = ModelEmaV3(model, decay=0.999)\n", "")
     [old] = lint(plain, select=COMPILE, torch_version=(2, 1))
     assert old.fix is None and "`Module.compile()` needs torch 2.2" in said(old)
+    [older] = lint(plain, select=COMPILE, torch_version=(1, 13))  # still slower than it could be
+    assert older.fix is None and "`torch.compile` needs torch 2.0" in said(older)
 
 
 def test_silent_where_the_model_is_not_trained_here():

@@ -40,6 +40,14 @@ def test_an_unknown_device_is_judged_by_the_device_setting():
     assert codes_and_lines(unknown, select=("TL201",), device="cuda") == [("TL201", 2)]
 
 
+def test_workers_restarted_each_epoch_on_a_torch_before_persistent_workers():
+    per_epoch = HEAD + "loader = DataLoader(ds, num_workers=4, pin_memory=True)\n" + train_loop()
+    [found] = lint(per_epoch, select=("TL203",))
+    assert found.fix is not None
+    [old] = lint(per_epoch, select=("TL203",), torch_version=(1, 6))  # 1.7 brought the option
+    assert old.fix is None and "`persistent_workers=` needs torch 1.7" in said(old)
+
+
 def test_no_fix_for_unpicklable_collate_or_missing_main_guard():
     lam = lint(
         HEAD

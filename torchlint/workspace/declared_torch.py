@@ -9,7 +9,8 @@ declaration that holds the project back (a pin or an upper bound) gives the olde
 supports, the lowest version it allows: `torch==1.10.2` and `torch>=1.10.1,<1.13` give 1.10, conda's
 `pytorch=1.7.0=py3.7_cuda...` 1.7, Poetry's `^1.5` 1.5, `torch<1.13` alone 1.12. A lower bound alone
 (`torch>=1.8`) is not one: such projects run on the current torch, and their users see its deprecations. A
-`torch` without a version says nothing, and so do `torchvision` and friends.
+`torch` without a version says nothing, and so do `torchvision` and friends. A project whose dependency
+files give torch no version at all may still require one in its README (`readme_torch`).
 
 This is what the project declares, not configuration: `--isolated` reads it too, and an explicit
 `torch-version` (configuration or `--torch-version`) always wins.
@@ -20,6 +21,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from torchlint.workspace.readme_torch import readme_torch
 
 if TYPE_CHECKING:
     from torchlint.workspace.fs import FileSystem
@@ -43,18 +46,23 @@ CLAUSE = re.compile(r"(?P<op>===|==|>=|~=|<=|!=|\^|~|=|<|>)?\s*(?P<major>\d+)(?:
 
 
 def declared_torch(root: Path, fs: FileSystem) -> tuple[int, int] | None:
-    """The oldest torch the project at `root` declares (major, minor); None when it declares no version."""
+    """The oldest torch the project at `root` declares (major, minor); None when it declares no version.
+    The README is read only when no dependency file gives torch a version, not even a lower bound."""
     found = []
+    versioned = False
     for path in _declaring_files(root, fs):
         try:
             text = fs.read_text(path, errors="replace")
         except OSError:
             continue
         for match in REQUIREMENT.finditer(text):
+            versioned = True
             version = lowest_allowed(match["spec"])
             if version is not None:
                 found.append(version)
-    return min(found) if found else None
+    if found:
+        return min(found)
+    return None if versioned else readme_torch(root, fs)
 
 
 def lowest_allowed(spec: str) -> tuple[int, int] | None:

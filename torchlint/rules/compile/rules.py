@@ -98,6 +98,11 @@ class ModelNotCompiled(Rule):
 
     def _fix(self, facts: ModuleFacts, model: Model) -> tuple[str, Fix | None]:
         """The statement that compiles the model, after it is built and placed, before it is wrapped."""
+        if not self.torch_supports((2, 0)):
+            return (
+                "`torch.compile` needs torch 2.0, newer than the project's (the `torch-version` setting)",
+                None,
+            )
         bypassed = _questions(facts).not_trained_through_forward(model)
         if bypassed:  # `.compile()` wraps the module's call, which its training never runs
             return bypassed, None

@@ -9,6 +9,7 @@ Every finding sits on the `DataLoader(` call, in the file whose code the fix edi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from torchlint.diagnostics import Diagnostic, Severity
@@ -203,6 +204,16 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
     fix_availability = FixAvailability.SOMETIMES
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
+        for finding in self._found(facts):
+            if finding.fix is not None and not self.torch_supports((1, 7)):
+                reason = (
+                    "`persistent_workers=` needs torch 1.7, newer than the project's (the `torch-version` "
+                    "setting)"
+                )
+                finding = replace(finding, fix=None, note=no_fix(reason))
+            yield finding
+
+    def _found(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
             if not any(use.per_epoch for use in facts.training.loader_uses(loader)):
                 continue
