@@ -373,6 +373,30 @@ class SourceModule:
                 return self.project.resolve_function(self.file, qualname)
         return None
 
+    def closures_bound_to(self, name: cst.Name, scope: Scope) -> list[tuple[SourceModule, FunctionRecord]]:
+        """`train = train_fns.GAN_training_function(G, D, config)` ... `train(x, y)`: the functions the
+        name may hold when every binding of it is a call of a project function that returns a def of its
+        own by name (the training step a factory closes over its models). Empty otherwise."""
+        bindings = scope.lookup(name.value)
+        found: list[tuple[SourceModule, FunctionRecord]] = []
+        for binding in bindings:
+            if binding.kind is not BindingKind.ASSIGN or not isinstance(binding.value, cst.Call):
+                return []
+            factory = self.callee_of_call(binding.value, binding.scope)
+            if factory is None:
+                return []
+            home, function = factory
+            inner = [
+                f
+                for f in home.functions
+                if f.scope.parent is function.scope
+                and any(isinstance(r, cst.Name) and r.value == f.name for r in function.returns)
+            ]
+            if not inner:
+                return []
+            found += [(home, f) for f in inner]
+        return found
+
     def _method_of_instance(
         self, name: cst.Name, method: str, scope: Scope
     ) -> tuple[SourceModule, FunctionRecord] | None:

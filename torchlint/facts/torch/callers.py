@@ -24,6 +24,7 @@ class CallerAnalysis:
         self.source = source
         self._importers: dict[int, list[SourceModule]] = {}
         self._cuda_loops: list[LoopRecord] | None = None
+        self._step_functions: list[FunctionRecord] | None = None
 
     @property
     def cuda_training_loops(self) -> list[LoopRecord]:
@@ -35,6 +36,44 @@ class CallerAnalysis:
             loops = self.source.analysis(TrainingAnalysis).training_loops
             self._cuda_loops = [loop for loop in loops if self.loop_device(loop).may_be_cuda]
         return self._cuda_loops
+
+    @property
+    def cuda_step_functions(self) -> list[FunctionRecord]:
+        """This module's functions that run one training step per call — a backward pass (also in a loop
+        of micro-batches) and the optimizer's step outside any loop of theirs
+        (`agent.update_parameters(batch)`, `train_step(x, y)`, the `train(x, y)` closure a factory
+        returns) — that a loop calls, here or in a file importing this one, and that may run on CUDA
+        (this module's evidence, or the calling loop's). Their body runs every step as a loop's body
+        does, wherever the loop is."""
+        if self._step_functions is None:
+            from torchlint.facts.torch.training import BACKWARD, STEP, TrainingAnalysis
+
+            training = self.source.analysis(TrainingAnalysis)
+            steps = [
+                function
+                for function in self.source.functions
+                if BACKWARD in training.function_events(function)
+                and any(call.loop is None and STEP in training.call_events(call) for call in function.calls)
+            ]
+            own = self.source.analysis(DeviceAnalysis).evidence.device.may_be_cuda
+            self._step_functions = [
+                function
+                for function in steps
+                if any(own or device.may_be_cuda for device in self._calling_loop_devices(function))
+            ]
+        return self._step_functions
+
+    def _calling_loop_devices(self, function: FunctionRecord) -> list[Device]:
+        """The devices of the loops, here and in the importing files, that call `function`."""
+        from torchlint.facts.torch.training import TrainingAnalysis
+
+        found = []
+        for module in (self.source, *self.importers()):
+            training = module.analysis(TrainingAnalysis)
+            for call in module.calls:
+                if call.loop is not None and any(t[1] is function for t in training.targets(call)):
+                    found.append(module.analysis(CallerAnalysis).loop_device(call.loop))
+        return found
 
     def loop_device(self, loop: LoopRecord) -> Device:
         """The device `loop` trains on: this module's evidence, or, when it has none for the GPU (a helper

@@ -159,12 +159,13 @@ class TrainingAnalysis:
         return frozenset(events)
 
     def targets(self, call: CallRecord) -> list[tuple[SourceModule, FunctionRecord]]:
-        """The functions a call may run: the one it names (`source.callee`), and where that is not all the
-        code shows, `self.method(...)` that a project base class defines, the overrides of `self.method(...)`
-        in the subclasses of a class whose own method is abstract or missing (a base class's loop calling
-        `self.forward_backward(batch)`), and the method
-        of a project class whose object the receiver holds (`optimizer.step_and_update_lr()` with a
-        `ScheduledOptim` passed as `optimizer`, `self.mp_trainer.optimize(opt)`) (memoised)."""
+        """The functions a call may run: the one it names (`source.callee`) or the closures a factory bound
+        to its name (`train = make_train_fn(...)`), and where that is not all the code shows,
+        `self.method(...)` that a project base class defines, the overrides of `self.method(...)` in the
+        subclasses of a class whose own method is abstract or missing (a base class's loop calling
+        `self.forward_backward(batch)`), and the method of a project class whose object the receiver holds
+        (`optimizer.step_and_update_lr()` with a `ScheduledOptim` passed as `optimizer`,
+        `self.mp_trainer.optimize(opt)`) (memoised)."""
         key = id(call.node)
         found = self._targets.get(key)
         if found is None:
@@ -173,6 +174,8 @@ class TrainingAnalysis:
             if target is not None:
                 found.append(target)
             func = call.node.func
+            if target is None and isinstance(func, cst.Name):
+                found += self.source.closures_bound_to(func, call.scope)
             if isinstance(func, cst.Attribute):
                 owner = self.source.class_of_method_scope(call.scope)
                 on_self = (

@@ -1,5 +1,6 @@
 """Tensors built on the host and copied to the device every training step: `torch.zeros(n).to(device)`,
-`torch.tensor(labels).cuda()`, in the body of a training loop that trains on CUDA.
+`torch.tensor(labels).cuda()`, in the body of a training loop that trains on CUDA, or of a function that runs
+one training step per call (`CallerAnalysis.cuda_step_functions`).
 
 The factory is one of torch's that takes `device=` (`torch.tensor`, `zeros`, `ones`, `full`, `empty`,
 `arange`, `linspace`, `eye`, and the random ones), called without a `device=` of its own, and the copy is
@@ -50,8 +51,13 @@ class HostTensorAnalysis:
     @cached_property
     def every_step(self) -> list[HostTensor]:
         found: list[HostTensor] = []
-        for loop in self.source.analysis(CallerAnalysis).cuda_training_loops:
-            for record in loop.all_calls():
+        callers = self.source.analysis(CallerAnalysis)
+        bodies = [
+            *(list(loop.all_calls()) for loop in callers.cuda_training_loops),
+            *(function.calls for function in callers.cuda_step_functions),  # one step per call
+        ]
+        for calls in bodies:
+            for record in calls:
                 moved = self._moved(record.node, record.scope)
                 if moved is not None and all(moved.copy is not other.copy for other in found):
                     found.append(moved)

@@ -33,7 +33,7 @@ from torchlint.facts.syntax.walk import child_nodes, descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import LoopRecord
+    from torchlint.facts.syntax.collect import CallRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
 
 READ_METHODS = frozenset({"item", "tolist", "cpu", "numpy"})
@@ -51,31 +51,54 @@ class HostRead:
     loop: LoopRecord | None = field(default=None, compare=False)  # the training loop it is read in
 
 
+@dataclass(frozen=True)
+class StepBody:
+    """Code that runs once per training step: a training loop's body, or a step function's (see
+    `CallerAnalysis.cuda_step_functions`), whose parameters change from call to call as a loop's
+    variables change from step to step."""
+
+    node: cst.For | cst.While | cst.FunctionDef
+    calls: tuple[CallRecord, ...]
+    varying: frozenset[str] = frozenset()
+    loop: LoopRecord | None = None  # the training loop, when the body is one
+
+
 class SyncAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
-        self._occasional: dict[int, set[int]] = {}  # by loop: see `occasional`
+        self._occasional: dict[int, set[int]] = {}  # by the body's node: see `occasional`
+
+    @cached_property
+    def step_bodies(self) -> list[StepBody]:
+        callers = self.source.analysis(CallerAnalysis)
+        loops = [
+            StepBody(loop.node, tuple(loop.all_calls()), loop=loop) for loop in callers.cuda_training_loops
+        ]
+        functions = [
+            StepBody(function.node, tuple(function.calls), frozenset(function.params))
+            for function in callers.cuda_step_functions
+        ]
+        return loops + functions
 
     @cached_property
     def every_step(self) -> list[HostRead]:
-        source = self.source
         found: list[HostRead] = []
-        for loop in source.analysis(CallerAnalysis).cuda_training_loops:
-            seeds = self._losses(loop)
+        for body in self.step_bodies:
+            seeds = self._losses(body)
             if not seeds:
                 continue
-            values = self._device_values(loop, seeds)
-            records = {id(record.node): record for record in loop.all_calls()}
-            sometimes = self._sometimes(loop, values)
-            other_phase = self._beside_the_backward(loop)
-            branches = self._in_branches(loop)
+            values = self._device_values(body, seeds)
+            records = {id(record.node): record for record in body.calls}
+            sometimes = self._sometimes(body, values)
+            other_phase = self._beside_the_backward(body)
+            branches = self._in_branches(body)
             current = set(values)
-            occasional = self._occasional[id(loop)] = _in_branches_of(loop, sometimes, other_phase)
-            for statement in statements(loop.node.body):
+            occasional = self._occasional[id(body.node)] = _in_branches_of(body, sometimes, other_phase)
+            for statement in statements(body.node.body):
                 if isinstance(statement, (cst.If, cst.While)) and id(statement) not in occasional:
                     read = self._tested(statement, current)
                     if read is not None:
-                        found.append(replace(read, loop=loop))
+                        found.append(replace(read, loop=body.loop))
                 for part in _evaluated(statement):
                     for node in descendants(part):
                         record = records.get(id(node)) if isinstance(node, cst.Call) else None
@@ -88,7 +111,7 @@ class SyncAnalysis:
                             continue
                         read = self._read(record.node, current)
                         if read is not None and all(read.node is not other.node for other in found):
-                            found.append(replace(read, loop=loop))
+                            found.append(replace(read, loop=body.loop))
                 _rebind(statement, current, seeds)
         return found
 
@@ -97,7 +120,7 @@ class SyncAnalysis:
         `if`s whose test changes from step to step, and the side of an `if` without the backward pass when
         the other side has it (a validation branch)."""
         self.every_step  # noqa: B018 (computes them, loop by loop)
-        return self._occasional.get(id(loop), set())
+        return self._occasional.get(id(loop.node), set())
 
     def _tested(self, statement: cst.If | cst.While, values: set[str]) -> HostRead | None:
         """`if loss > best:`, `if torch.isnan(loss).any():`: Python asks the tensor for its truth, which waits
@@ -111,27 +134,27 @@ class SyncAnalysis:
 
     # -- which loops and which branches -----------------------------------------------------------------
 
-    def _sometimes(self, loop: LoopRecord, values: set[str]) -> set[int]:
+    def _sometimes(self, body: StepBody, values: set[str]) -> set[int]:
         """The tests of the `if`s inside the loop whose branches run on some steps only: a test that changes
         from step to step (`step % log_every == 0`, `i > 0`, `not math.isfinite(loss_value)`: it mentions a
         loop variable or a name the loop assigns, or takes a remainder) or calls something (`random()`). A
         test fixed for the run (`accelerator.is_main_process`, `args.verbose`, `rank == 0`, a call naming the
         rank) selects the runs or the process, not the steps: its branches run every step there."""
-        assigned = assigned_in(loop.node) | values
+        assigned = assigned_in(body.node) | values | body.varying
         return {
             id(statement.test)
-            for statement in statements(loop.node.body)
+            for statement in statements(body.node.body)
             if isinstance(statement, cst.If) and varies(statement.test, assigned)
         }
 
-    def _beside_the_backward(self, loop: LoopRecord) -> set[tuple[int, bool]]:
+    def _beside_the_backward(self, body: StepBody) -> set[tuple[int, bool]]:
         """The branches of the `if`s inside the loop that hold no backward pass while the other branch does
         (`if phase == TRAIN: loss.backward() ... else: val_losses.append(loss.item())`), and those of a later
         `if` on the same test (`if phase == TRAIN: log(...) elif phase == VAL: ...`): a loop that also
         validates, whose other branch is no training step."""
         source = self.source
         found: set[tuple[int, bool]] = set()
-        ifs = [statement for statement in statements(loop.node.body) if isinstance(statement, cst.If)]
+        ifs = [statement for statement in statements(body.node.body) if isinstance(statement, cst.If)]
         training: dict[str, bool] = {}  # a test's text -> the branch that trains
         for statement in ifs:
             in_body = _has_backward(statement.body)
@@ -144,11 +167,11 @@ class SyncAnalysis:
                 found.add((id(statement.test), not trains))
         return found
 
-    def _in_branches(self, loop: LoopRecord) -> set[int]:
+    def _in_branches(self, body: StepBody) -> set[int]:
         """The nodes in a branch of a conditional expression in the loop's body (`loss.item() if first else
         0.7 * average + 0.3 * loss.item()`): each runs on some steps only."""
         inside: set[int] = set()
-        for line in statements(loop.node.body):
+        for line in statements(body.node.body):
             if not isinstance(line, cst.SimpleStatementLine):
                 continue
             for node in descendants(line):
@@ -158,24 +181,36 @@ class SyncAnalysis:
 
     # -- which values are on the device -----------------------------------------------------------------
 
-    def _losses(self, loop: LoopRecord) -> set[str]:
+    def _losses(self, body: StepBody) -> set[str]:
+        """What the backward pass runs on, and the losses it sums (`qf_loss = qf1_loss + qf2_loss`,
+        `total = loss + aux_loss * weight`): a term named as a loss and computed in the body is a tensor of
+        this step as much as the total is."""
         found = set()
-        for record in loop.all_calls():
+        for record in body.calls:
             loss = _backward_operand(record.node)
             if loss is not None:
                 found.add(loss)
+        if not found:
+            return found
+        assigned = [pair for line in statements(body.node.body) for pair in assignments(line)]
+        computed = {target for targets, _ in assigned for target in targets}
+        for targets, value in assigned:
+            if found & set(targets):
+                found |= {
+                    term for term in _summed_terms(value) if "loss" in term.lower() and term in computed
+                }
         return found
 
-    def _device_values(self, loop: LoopRecord, seeds: set[str]) -> set[str]:
+    def _device_values(self, body: StepBody, seeds: set[str]) -> set[str]:
         """The loss and every name the loop's body assigns from it (not from a host read of it), wherever
         in the body: on the next step, a value assigned at its end is there at its start."""
         values = set(seeds)
-        assigned = [pair for line in statements(loop.node.body) for pair in assignments(line)]
+        assigned = [pair for line in statements(body.node.body) for pair in assignments(line)]
         changed = True
         while changed:
             changed = False
             for targets, value in assigned:
-                if _reads_on_host(value, inner=True) or not (mentioned_names(value) & values):
+                if _reads_on_host(value, inner=True, of=values) or not (mentioned_names(value) & values):
                     continue
                 for target in targets:
                     if target not in values:
@@ -243,6 +278,18 @@ def _backward_operand(call: cst.Call) -> str | None:
     return dotted_name(receiver)
 
 
+def _summed_terms(value: cst.BaseExpression) -> set[str]:
+    """The names a sum adds or subtracts, each alone or scaled (`(a + b * w - c) / n`: a, b, c and w)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+        value.operator, (cst.Add, cst.Subtract, cst.Multiply)
+    ):
+        return _summed_terms(value.left) | _summed_terms(value.right)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide):
+        return _summed_terms(value.left)
+    name = dotted_name(value)
+    return {name} if name is not None else set()
+
+
 def _has_backward(block: cst.CSTNode) -> bool:
     return any(isinstance(node, cst.Call) and _backward_operand(node) for node in descendants(block))
 
@@ -265,7 +312,7 @@ def _rebind(statement: cst.CSTNode, current: set[str], seeds: set[str]) -> None:
     """The device values after a statement: a name assigned a host read (`lossf = lossf.item()`) holds a
     number from there on, one assigned from a device value a tensor; the loss stays the loss."""
     for targets, value in assignments(statement):
-        host = _reads_on_host(value, inner=True)
+        host = _reads_on_host(value, inner=True, of=current)
         device = not host and bool(mentioned_names(value) & current)
         for target in targets:
             if device:
@@ -307,11 +354,11 @@ def _tensor_operands(test: cst.BaseExpression) -> set[str]:
     return found
 
 
-def _in_branches_of(loop: LoopRecord, sometimes: set[int], other_phase: set[tuple[int, bool]]) -> set[int]:
+def _in_branches_of(body: StepBody, sometimes: set[int], other_phase: set[tuple[int, bool]]) -> set[int]:
     """The ids of the nodes in the branches of the loop's `if`s that `sometimes` (both branches, by test) and
     `other_phase` (one branch, by test and side) name."""
     found: set[int] = set()
-    for statement in statements(loop.node.body):
+    for statement in statements(body.node.body):
         if not isinstance(statement, cst.If):
             continue
         for side, branch in ((True, statement.body), (False, statement.orelse)):
@@ -322,15 +369,19 @@ def _in_branches_of(loop: LoopRecord, sometimes: set[int], other_phase: set[tupl
     return found
 
 
-def _reads_on_host(expr: cst.CSTNode, inner: bool = False) -> bool:
-    """`expr` is (or, with `inner`, contains) a host read: `loss.item()`, `float(loss)`."""
+def _reads_on_host(expr: cst.CSTNode, inner: bool = False, of: set[str] | None = None) -> bool:
+    """`expr` is (or, with `inner`, contains) a host read: `loss.item()`, `float(loss)`; with `of`, one
+    of those values (`loss / float(accumulation)` reads a setting, and stays the loss's tensor)."""
     nodes = descendants(expr) if inner else iter([expr])
     for node in nodes:
         if not isinstance(node, cst.Call):
             continue
         func = node.func
+        operand: cst.CSTNode | None = None
         if isinstance(func, cst.Attribute) and func.attr.value in READ_METHODS and not node.args:
-            return True
-        if isinstance(func, cst.Name) and func.value in READ_BUILTINS:
+            operand = func.value
+        elif isinstance(func, cst.Name) and func.value in READ_BUILTINS:
+            operand = node
+        if operand is not None and (of is None or mentioned_names(operand) & of):
             return True
     return False
