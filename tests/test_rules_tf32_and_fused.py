@@ -297,6 +297,31 @@ def test_adam_adamw_and_sgd_for_a_loop_on_the_gpu_are_flagged_with_the_fused_fix
     assert "torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)" in fixed
 
 
+def test_an_optimizer_nothing_steps_is_silent_and_the_one_trained_after_it_is_not():
+    # LLMs-from-scratch's notebooks: a learning-rate schedule plotted with an optimizer, a checkpoint's
+    # optimizer loaded back; the name is then bound again to the optimizer the loop steps
+    source = """\
+    import torch
+
+    model = GPT().to("cuda")
+    optimizer = torch.optim.AdamW(model.parameters(), weight_decay=0.1)
+    for step in range(1000):
+        optimizer.param_groups[0]["lr"] = schedule(step)
+        track.append(optimizer.param_groups[0]["lr"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    optimizer.load_state_dict(checkpoint["optimizer_state_dict"])
+    optimizer.zero_grad()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)  # <- stepped
+    for x, y in loader:
+        torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda()).backward()
+        optimizer.step()
+    """
+    assert _found(source, "TL505") == [("TL505", 11)]
+    for used in ("scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)", "return optimizer"):
+        handed = "def build(model):\n    optimizer = torch.optim.AdamW(model.parameters())\n    " + used
+        assert _found(textwrap.dedent(source) + handed, "TL505") == [("TL505", 11), ("TL505", 16)]
+
+
 def test_an_implementation_chosen_a_cpu_loop_sparse_sgd_or_deepspeed_is_silent():
     for chosen in ("fused=False", "foreach=True", "differentiable=True", "**optimizer_options"):
         source = ATTENTION + TRAIN.replace("lr=args.lr)", f"lr=args.lr, {chosen})")

@@ -13,8 +13,9 @@ Silent when the call already chooses (`fused=`, `foreach=`, `differentiable=`, o
 no such training loop may run on CUDA, for SGD where gradients may be sparse (the fused kernel refuses them)
 or sharded as DTensors (FSDP2's `fully_shard`, tensor parallelism: torch has no DTensor rule for fused SGD,
 while it has them for fused Adam and AdamW), in modules that hand optimizers to DeepSpeed, Megatron-LM or
-MS-AMP, which replace them with their own (also when an importing module does), and in modules whose
-imports pin a torch older than `fused=` (`torchtext.legacy`).
+MS-AMP, which replace them with their own (also when an importing module does), in modules whose imports
+pin a torch older than `fused=` (`torchtext.legacy`), and for an optimizer nothing steps (built to show a
+checkpoint's loading or to plot a learning-rate schedule).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, read_call
+from torchlint.facts.syntax.names import BindingKind
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.training import TrainingAnalysis
@@ -52,6 +54,8 @@ DTENSOR_WORDS = (
     "device_mesh",
     "tp_plan",
 )
+# What an optimizer's state or settings are read, loaded or cleared by: none of them steps it.
+STATE_ONLY = frozenset({"zero_grad", "state_dict", "load_state_dict", "param_groups", "state", "defaults"})
 # The choices are keyword-only in all three: positional arguments (params, lr, ...) never pass one.
 SIGNATURE = Signature(("params",), star_args=True)
 
@@ -82,6 +86,8 @@ class OptimizerAnalysis:
             arguments = read_call(source, record.node, record.scope, SIGNATURE)
             if not arguments.complete or any(arguments.get(choice) is not None for choice in CHOICES):
                 continue
+            if _never_stepped(source, record):
+                continue  # built to show a checkpoint's loading or a schedule's curve: no step to speed up
             found.append(UnfusedOptimizer(record.node, record.node.func, name, _in_lightning_hook(record)))
         if found and not self._trains_on_cuda:
             return [optimizer for optimizer in found if optimizer.in_lightning_hook and self._fit_on_gpu]
@@ -107,6 +113,43 @@ class OptimizerAnalysis:
         if any(word in other.text for other in importers for word in REPLACED_OR_OLD):
             return False  # the module that trains hands the optimizer to a framework that replaces it
         return any(_has_cuda_loop(other) for other in importers)
+
+
+def _never_stepped(source: SourceModule, record: CallRecord) -> bool:
+    """The optimizer is bound to a name (`optimizer = torch.optim.AdamW(...)`, not in a loop nor under an
+    `if`) whose uses, from there to the statement that surely binds the name again, only load, read or
+    clear its state or set its learning rate (`optimizer.load_state_dict(checkpoint["optimizer"])` in a
+    checkpoint demo, `optimizer.param_groups[0]["lr"] = lr` to plot a schedule): nothing steps this one.
+    Any other use (`.step()`, handed to a call, returned, used in a function) may step it."""
+    if record.loop is not None or record.conditional:
+        return False
+    bindings = [
+        b
+        for found in record.scope.bindings.values()
+        for b in found
+        if b.kind is BindingKind.ASSIGN and b.value is record.node and b.index is None
+    ]
+    if len(bindings) != 1 or bindings[0].node is None:
+        return False
+    binding = bindings[0]
+    start = source.span(binding.node)[1]
+    unconditional = {id(call.node) for call in source.calls if not call.conditional and call.loop is None}
+    later = [  # rebound for sure: by a statement that always runs (its value read first)
+        source.span(other.node)[1]
+        for other in record.scope.bindings.get(binding.name, [])
+        if other.node is not None
+        and source.span(other.node)[0] >= start
+        and isinstance(other.value, cst.Call)
+        and id(other.value) in unconditional
+    ]
+    end = min(later, default=len(source.text) + 1)
+    for reference in source.references_of(binding):
+        if reference.scope is not record.scope:
+            return False  # a function may run later, and step it
+        offset = source.span(reference.expr)[0]
+        if start <= offset < end and (not reference.attrs or reference.attrs[0] not in STATE_ONLY):
+            return False
+    return True
 
 
 def _in_lightning_hook(record: CallRecord) -> bool:
