@@ -39,20 +39,20 @@ class CallerAnalysis:
 
     @property
     def cuda_step_functions(self) -> list[FunctionRecord]:
-        """This module's functions that run one training step per call — a backward pass (also in a loop
-        of micro-batches) and the optimizer's step outside any loop of theirs
+        """This module's functions that run one training step per call — a backward call of their own
+        (also in a loop of micro-batches) and the optimizer's step outside any loop of theirs
         (`agent.update_parameters(batch)`, `train_step(x, y)`, the `train(x, y)` closure a factory
         returns) — that a loop calls, here or in a file importing this one, and that may run on CUDA
         (this module's evidence, or the calling loop's). Their body runs every step as a loop's body
         does, wherever the loop is."""
         if self._step_functions is None:
-            from torchlint.facts.torch.training import BACKWARD, STEP, TrainingAnalysis
+            from torchlint.facts.torch.training import STEP, TrainingAnalysis
 
             training = self.source.analysis(TrainingAnalysis)
             steps = [
                 function
                 for function in self.source.functions
-                if BACKWARD in training.function_events(function)
+                if any(_is_backward(call.node) for call in function.calls)  # cheap: asked of every function
                 and any(call.loop is None and STEP in training.call_events(call) for call in function.calls)
             ]
             own = self.source.analysis(DeviceAnalysis).evidence.device.may_be_cuda
@@ -140,3 +140,8 @@ class CallerAnalysis:
             frontier = following
         self._importers[depth] = found
         return found
+
+
+def _is_backward(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward")
