@@ -29,6 +29,7 @@ from torchlint.workspace.readme_torch import required_torch
         ("To run:\n```bash\npip install torch==2.6.0 torchvision==0.21.0\n```\n", (2, 6)),
         ("```\nconda install pytorch=1.7 torchvision -c pytorch\n```\n", (1, 7)),
         ("Requirements\n============\n* **PyTorch** version: 1.10\n", (1, 10)),
+        ("## Environment\n- CUDA 11.8, PyTorch 2.0.1+cu118\n", (2, 0)),  # a local label, not "or later"
     ],
 )
 def test_a_readme_requirement_gives_the_torch_the_project_runs_on(readme, version):

@@ -343,6 +343,20 @@ def test_no_fix_for_a_torch_older_than_2_4_and_silence_before_2_0():
     assert _found(ATTENTION + TRAIN, "TL505", torch_version=(1, 13)) == []
 
 
+def test_code_that_compiles_proves_a_torch_newer_than_a_stale_declaration():
+    # RWKV-LM's README pins torch 1.13 for one of its versions; a later version's script compiles its model
+    compiled = (ATTENTION + TRAIN).replace(
+        "    optimizer = torch.optim.AdamW",
+        "    model = torch.compile(model)\n    optimizer = torch.optim.AdamW",
+    )
+    found = Linter().check_text("train.py", compiled, settings(select=("TL505",), torch_version=(1, 13)))
+    assert [(d.location.line, d.fix, "need torch 2.4" in (d.note or "")) for d in found] == [(20, None, True)]
+    guarded = compiled.replace(
+        "    model = torch.compile(model)", "    if args.compile:\n        model = torch.compile(model)"
+    )
+    assert _found(guarded, "TL505", torch_version=(1, 13)) == []  # only a call on every path proves it
+
+
 def test_sgd_over_dtensors_and_optimizers_megatron_replaces_or_an_old_torch_is_pinned_are_silent():
     sharded = (ATTENTION + TRAIN).replace(
         "import torch\n", "import torch\nfrom torch.distributed.fsdp import fully_shard\n", 1

@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind
-from torchlint.facts.torch.vocabulary import DatasetKind, Device, DeviceEvidence
+from torchlint.facts.torch.vocabulary import NEWER_TORCH_APIS, DatasetKind, Device, DeviceEvidence
 
 if TYPE_CHECKING:
     from libcst import CSTNode as Node  # noqa: F401  (rules hand nodes to `finding` and `fix.build`, unopened)
@@ -224,6 +224,19 @@ class ModuleFacts:
             or any(function.node.name.value.startswith("test_") for function in self.source.functions)
             or any(cls.name.startswith("Test") for cls in self.source.classes)
         )  # a script's `def test(epoch)` is its evaluation, not a test case
+
+    @cached_property
+    def torch_it_runs(self) -> tuple[int, int] | None:
+        """The oldest torch this module's own code needs: an API it calls on every path
+        (`model = torch.compile(model)`: 2.0) proves its torch has it, whatever an older README or pin says
+        (RWKV-LM's README pins torch 1.13 for one of its versions; the later ones compile)."""
+        found = [
+            NEWER_TORCH_APIS[qualname]
+            for call in self.source.calls
+            if not call.conditional
+            and (qualname := self.source.qualname(call.node.func, call.scope)) in NEWER_TORCH_APIS
+        ]
+        return max(found, default=None)
 
     @cached_property
     def runs_on_xla(self) -> bool:

@@ -76,10 +76,14 @@ class Rule:
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
-    def torch_supports(self, version: tuple[int, int]) -> bool:
-        """Whether every torch the project supports (the `torch-version` setting) has this API."""
+    def torch_supports(self, version: tuple[int, int], facts: ModuleFacts) -> bool:
+        """Whether every torch the project supports (the `torch-version` setting) has this API, or the
+        module's own code proves its torch does (`facts.torch_it_runs`)."""
         oldest = self.settings.torch_version
-        return oldest is None or oldest >= version
+        if oldest is None or oldest >= version:
+            return True
+        proven = facts.torch_it_runs
+        return proven is not None and proven >= version
 
     def finding(
         self, facts: ModuleFacts, node: Node, message: str, fix: Fix | None = None, note: str = ""

@@ -48,7 +48,7 @@ _NAMED = re.compile(
 )
 _OTHER_VERSION = re.compile(r"^\s*(?:,\s*|/\s*|or\s+|and\s+)v?" + _VERSION, re.IGNORECASE)
 _LOWER_BOUND_AFTER = re.compile(
-    r"^(?:\.\d+)*\s*(?:\+|\.x\b|or\s+(?:later|above|higher|newer|greater)|and\s+(?:later|above|newer))",
+    r"^(?:\.\d+)*\s*(?:\+(?![\w.])|\.x\b|or\s+(?:later|above|higher|newer|greater)|and\s+(?:later|above|newer))",
     re.IGNORECASE,
 )
 _LOWER_BOUND_BEFORE = re.compile(r"(?:>|≥|at\s+least|minimum|or\s+newer)\s*$", re.IGNORECASE)

@@ -56,3 +56,12 @@ class DatasetKind(enum.Enum):
     # memory-mapped Arrow table; a batch is a few KB of token ids, collated by padding.
     HF_TABLE = "a Hugging Face `datasets` table, prepared up front by `.map(...)`"
     UNKNOWN = "unknown"
+
+
+# APIs whose unconditional use proves the torch a module runs on has them (the first torch that does).
+NEWER_TORCH_APIS: dict[str, tuple[int, int]] = {
+    "torch.compile": (2, 0),
+    "torch.nn.functional.scaled_dot_product_attention": (2, 0),
+    "torch.func.functional_call": (2, 0),
+    "torch.amp.GradScaler": (2, 3),
+}

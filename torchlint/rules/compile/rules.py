@@ -98,7 +98,7 @@ class ModelNotCompiled(Rule):
 
     def _fix(self, facts: ModuleFacts, model: Model) -> tuple[str, Fix | None]:
         """The statement that compiles the model, after it is built and placed, before it is wrapped."""
-        if not self.torch_supports((2, 0)):
+        if not self.torch_supports((2, 0), facts):
             return (
                 "`torch.compile` needs torch 2.0, newer than the project's (the `torch-version` setting)",
                 None,
@@ -164,7 +164,7 @@ class ModelNotCompiled(Rule):
             why = "before `trainer.fit`, as Lightning documents" if model.framework else f"an `nn.{builtin}`"
             title = f"Compile `{model.text}` with `torch.compile` ({why})"
         else:
-            if not self.torch_supports((2, 2)):
+            if not self.torch_supports((2, 2), facts):
                 return (
                     "`Module.compile()` needs torch 2.2 (see the `torch-version` setting), and "
                     "`torch.compile(model)` would rename the `state_dict` keys"
@@ -255,7 +255,7 @@ class CompiledModelNotUsed(Rule):
                 return clash, None
             code = f"{model} = {site.callee}({', '.join([model, *options])})"
             title = f"Use `{model} = {site.callee}({model})` (its `state_dict` keys gain `_orig_mod.`)"
-        elif self.torch_supports((2, 2)):
+        elif self.torch_supports((2, 2), facts):
             code = f"{model}.compile({', '.join(options)})"
             title = f"Compile `{model}` in place"
         else:
@@ -411,7 +411,7 @@ class CompiledStepFloatLr(Rule):
     needs_text = ("compile",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        if self.torch_supports((2, 6)):
+        if self.torch_supports((2, 6), facts):
             return  # floats are traced as symbols: one recompile, then none
         for found in _recompiles(facts).recompiling_steps:
             message = (

@@ -205,7 +205,7 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for finding in self._found(facts):
-            if finding.fix is not None and not self.torch_supports((1, 7)):
+            if finding.fix is not None and not self.torch_supports((1, 7), facts):
                 reason = (
                     "`persistent_workers=` needs torch 1.7, newer than the project's (the `torch-version` "
                     "setting)"

@@ -271,7 +271,7 @@ class _DeprecatedAmpRule(Rule):
             old = ref.qualname
             assert old is not None
             new = owned[old]
-            if not self.torch_supports(new.since):
+            if not self.torch_supports(new.since, facts):
                 continue
             if facts.source.is_fallback_for(ref.expr, "torch.amp"):
                 continue  # the old API where the new one is missing (old torch): it must stay

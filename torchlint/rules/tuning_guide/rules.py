@@ -140,7 +140,7 @@ class Float32MatmulWithoutTf32(Rule):
     needs_text = ("backward",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((1, 12)):
+        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((1, 12), facts):
             return  # before torch 1.12, TF32 matmuls were on by default
         found = _matmul_precision(facts).float32_loop
         if found is None:
@@ -175,7 +175,7 @@ class OptimizerNotFused(Rule):
     needs_text = ("optim",)
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
-        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((2, 0)):
+        if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((2, 0), facts):
             return
         for found in _optimizers(facts).unfused:
             callee = facts.code(found.callee)
@@ -184,7 +184,7 @@ class OptimizerNotFused(Rule):
                 f"multi-tensor {found.name} launches several kernels per step where the fused one launches "
                 "one per group of tensors"
             )
-            if not self.torch_supports((2, 4)):
+            if not self.torch_supports((2, 4), facts):
                 reason = "fused kernels for every device need torch 2.4 (see the `torch-version` setting)"
                 yield self.finding(facts, found.callee, message, note=no_fix(reason))
                 continue
