@@ -159,3 +159,27 @@ def test_the_step_closure_a_factory_returns_with_micro_batches_inside(tmp_path):
     """
     files = {"train_fns.py": train_fns, "train.py": script}
     assert reads(tmp_path, files, "train_fns.py") == [(11, 33)]  # `loss / float(setting)`: still the tensor
+
+
+def test_a_loss_handed_to_a_closure_that_runs_backward_on_it(tmp_path):
+    # timm's train_one_epoch: `_backward(loss)`, a closure of the loop's function, runs the backward pass
+    script = """\
+    import torch
+
+
+    def train_one_epoch(model, loader, optimizer, loss_scaler=None):
+        for input, target in loader:
+            input, target = input.cuda(), target.cuda()
+
+            def _backward(_loss):
+                if loss_scaler is not None:
+                    loss_scaler(_loss, optimizer)
+                else:
+                    _loss.backward()
+                    optimizer.step()
+
+            loss = torch.nn.functional.cross_entropy(model(input), target)
+            _backward(loss)
+            losses.update(loss.item(), input.size(0))
+    """
+    assert reads(tmp_path, {"train.py": script}, "train.py") == [(17, 23)]

@@ -1,11 +1,12 @@
 """Host-device synchronisations every training step: the loss read on the host in a loop that trains on CUDA.
 
 A value is on the device when it is the loss (what `backward` runs on: `loss.backward()`,
-`scaler.scale(loss).backward()`, `accelerator.backward(loss)`) or computed from it in the loop's body
-(`loss = loss / accumulation`, `reduced = reduce_mean(loss)`), and not already read to the host
-(`value = loss.item()` is a float). Reading such a value on the host waits for the GPU to finish every kernel
-queued so far: `.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `float(...)`, `int(...)`, `print(...)` of it,
-an f-string that formats it. Only the innermost read of an expression counts
+`scaler.scale(loss).backward()`, `accelerator.backward(loss)`, a project function's backward on the argument
+it is handed: `_backward(loss)`; and the terms named as losses of the sum it runs on) or computed from it in
+the loop's body (`loss = loss / accumulation`, `reduced = reduce_mean(loss)`), and not already read to the
+host (`value = loss.item()` is a float). Reading such a value on the host waits for the GPU to finish every
+kernel queued so far: `.item()`, `.tolist()`, `.cpu()`, `.numpy()`, `float(...)`, `int(...)`, `print(...)`
+of it, an f-string that formats it. Only the innermost read of an expression counts
 (`loss.detach().cpu().numpy()` is one read, at `.cpu()`).
 
 Only the loss and what is computed from it: a model's output read on the host can be what the step needs
@@ -187,7 +188,7 @@ class SyncAnalysis:
         this step as much as the total is."""
         found = set()
         for record in body.calls:
-            loss = _backward_operand(record.node)
+            loss = _backward_operand(record.node) or self._handed_to_backward(record)
             if loss is not None:
                 found.add(loss)
         if not found:
@@ -200,6 +201,21 @@ class SyncAnalysis:
                     term for term in _summed_terms(value) if "loss" in term.lower() and term in computed
                 }
         return found
+
+    def _handed_to_backward(self, record: CallRecord) -> str | None:
+        """`_backward(loss)`, `backward_step(loss, optimizer)`: the argument a project function (a closure
+        of the loop's function, as timm's) runs the backward pass on, through the parameter it receives."""
+        from torchlint.facts.torch.training import TrainingAnalysis
+
+        for _, function in self.source.analysis(TrainingAnalysis).targets(record):
+            operands = {_backward_operand(call.node) for call in function.calls} - {None}
+            for index, param in enumerate(function.params):
+                if param not in operands:
+                    continue
+                argument = _argument(record.node, index - (function.owner is not None), param)
+                if argument is not None:
+                    return dotted_name(argument)
+        return None
 
     def _device_values(self, body: StepBody, seeds: set[str]) -> set[str]:
         """The loss and every name the loop's body assigns from it (not from a host read of it), wherever
@@ -276,6 +292,15 @@ def _backward_operand(call: cst.Call) -> str | None:
         if receiver.func.attr.value == "scale" and receiver.args:
             return dotted_name(receiver.args[0].value)
     return dotted_name(receiver)
+
+
+def _argument(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:
+    """The argument a call passes for the parameter `name` at position `index`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[index] if 0 <= index < len(positional) else None
 
 
 def _summed_terms(value: cst.BaseExpression) -> set[str]:
