@@ -46,13 +46,13 @@ class CallerAnalysis:
         (this module's evidence, or the calling loop's). Their body runs every step as a loop's body
         does, wherever the loop is."""
         if self._step_functions is None:
-            from torchlint.facts.torch.training import STEP, TrainingAnalysis
+            from torchlint.facts.torch.training import STEP, TrainingAnalysis, is_backward_call
 
             training = self.source.analysis(TrainingAnalysis)
-            steps = [
+            steps = [  # the backward call first: a syntax check, asked of every function
                 function
                 for function in self.source.functions
-                if any(_is_backward(call.node) for call in function.calls)  # cheap: asked of every function
+                if any(is_backward_call(call.node) for call in function.calls)
                 and any(call.loop is None and STEP in training.call_events(call) for call in function.calls)
             ]
             own = self.source.analysis(DeviceAnalysis).evidence.device.may_be_cuda
@@ -140,8 +140,3 @@ class CallerAnalysis:
             frontier = following
         self._importers[depth] = found
         return found
-
-
-def _is_backward(call: cst.Call) -> bool:
-    func = call.func
-    return isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward")

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 BACKWARD = "backward"
 STEP = "step"
-_BACKWARD_METHODS = {"backward", "manual_backward"}
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})  # a tensor's, an engine's, Lightning's
 _WRAPPERS = {
     "enumerate",
     "iter",
@@ -60,6 +60,12 @@ MAX_DEPTH = 6
 # a training run.
 DEMO_STEPS = 10
 TOY_ROWS = 64  # rows of a dataset typed into a script: a demo's, not a training set
+
+
+def is_backward_call(call: cst.Call) -> bool:
+    """`loss.backward()`, `accelerator.backward(loss)`, `self.manual_backward(loss)`: a backward pass."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in BACKWARD_METHODS
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,7 @@ class TrainingAnalysis:
         func = call.node.func
         events: set[str] = set()
         if isinstance(func, cst.Attribute):
-            if func.attr.value in _BACKWARD_METHODS:
+            if func.attr.value in BACKWARD_METHODS:
                 events.add(BACKWARD)
             elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
                 events.add(STEP)

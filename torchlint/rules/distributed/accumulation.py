@@ -30,7 +30,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.iterations import assigned_in, bound_names, dotted_name, mentioned_names, varies
 from torchlint.facts.syntax.walk import descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
-from torchlint.facts.torch.training import BACKWARD, STEP, TrainingAnalysis
+from torchlint.facts.torch.training import BACKWARD, STEP, TrainingAnalysis, is_backward_call
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -127,7 +127,7 @@ class AccumulationAnalysis:
         steps: list[CallRecord] = []
         for record in loop.all_calls():
             events = training.call_events(record)
-            if BACKWARD in events and _is_backward(record.node):
+            if BACKWARD in events and is_backward_call(record.node):
                 backwards.append(record)
             elif STEP in events and _is_step(record.node):
                 steps.append(record)
@@ -251,8 +251,3 @@ def _is_step(call: cst.Call) -> bool:
     apex's `amp.scale_loss(loss, optimizer)`)."""
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value == "step"
-
-
-def _is_backward(call: cst.Call) -> bool:
-    func = call.func
-    return isinstance(func, cst.Attribute) and func.attr.value in ("backward", "manual_backward")

@@ -29,9 +29,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.iterations import assigned_in, assignments, dotted_name, mentioned_names, varies
 from torchlint.facts.syntax.walk import child_nodes, descendants, statements
 from torchlint.facts.torch.callers import CallerAnalysis
+from torchlint.facts.torch.training import TrainingAnalysis, is_backward_call
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.collect import CallRecord, LoopRecord
@@ -205,16 +207,17 @@ class SyncAnalysis:
     def _handed_to_backward(self, record: CallRecord) -> str | None:
         """`_backward(loss)`, `backward_step(loss, optimizer)`: the argument a project function (a closure
         of the loop's function, as timm's) runs the backward pass on, through the parameter it receives."""
-        from torchlint.facts.torch.training import TrainingAnalysis
-
         for _, function in self.source.analysis(TrainingAnalysis).targets(record):
-            operands = {_backward_operand(call.node) for call in function.calls} - {None}
-            for index, param in enumerate(function.params):
-                if param not in operands:
-                    continue
-                argument = _argument(record.node, index - (function.owner is not None), param)
-                if argument is not None:
-                    return dotted_name(argument)
+            operands = {_backward_operand(call.node) for call in function.calls} & set(function.params)
+            if not operands:
+                continue
+            positional = function.params[1:] if function.owner is not None else function.params
+            arguments = read_call(self.source, record.node, record.scope, Signature(tuple(positional)))
+            for param in (p for p in function.params if p in operands):  # in order: the output is stable
+                argument = arguments.get(param)
+                expression = argument.expression if argument is not None else None
+                if expression is not None:
+                    return dotted_name(expression)
         return None
 
     def _device_values(self, body: StepBody, seeds: set[str]) -> set[str]:
@@ -278,7 +281,7 @@ def _backward_operand(call: cst.Call) -> str | None:
     `accelerator.backward(loss)` (any engine's: DeepSpeed's `model_engine.backward(loss)`),
     `self.manual_backward(loss)`."""
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in ("backward", "manual_backward"):
+    if not isinstance(func, cst.Attribute) or not is_backward_call(call):
         return None
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if (
@@ -292,15 +295,6 @@ def _backward_operand(call: cst.Call) -> str | None:
         if receiver.func.attr.value == "scale" and receiver.args:
             return dotted_name(receiver.args[0].value)
     return dotted_name(receiver)
-
-
-def _argument(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None:
-    """The argument a call passes for the parameter `name` at position `index`."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[index] if 0 <= index < len(positional) else None
 
 
 def _summed_terms(value: cst.BaseExpression) -> set[str]:
