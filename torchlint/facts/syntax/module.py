@@ -34,6 +34,7 @@ from torchlint.facts.syntax.collect import (
     LoopRecord,
 )
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
+from torchlint.facts.syntax.order import TextOrder
 from torchlint.facts.syntax.rebinding import NameChanges
 from torchlint.facts.syntax.spans import Spans
 from torchlint.facts.syntax.values import Evaluator, Value
@@ -107,6 +108,7 @@ class SourceModule:
         self._collected: Collected = Collector().collect(module)
         self._evaluator = Evaluator(self)
         self._analyses: dict[type, object] = {}
+        self._orders: dict[int, TextOrder] = {}  # id(scope node) -> its nodes in the order of the text
 
     def analysis(self, kind: type[Analysis]) -> Analysis:
         """This module's instance of an analysis (`kind(self)`), made on first use."""
@@ -695,6 +697,15 @@ class SourceModule:
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a node's own text (no surrounding whitespace) in the decoded source."""
         return self._spans.span(node)
+
+    def text_order(self, scope: Scope) -> TextOrder:
+        """The nodes of `scope`'s function, class or module in the order of the text: which of two comes
+        first, which holds which, where offsets (`span`) would render statements to find out."""
+        root = scope.node if scope.node is not None else self.module
+        found = self._orders.get(id(root))
+        if found is None:
+            found = self._orders[id(root)] = TextOrder(root)
+        return found
 
     def one_line_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """`span` of a one-line expression found by its text alone (None: that cannot tell where it is)."""

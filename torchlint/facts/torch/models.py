@@ -722,28 +722,24 @@ class ModelAnalysis:
 
     def _reaching(self, use: cst.Name, scope: Scope) -> list[Assignment] | None:
         """The assignments of `use`'s name in its own function that may reach it: those before it, and those
-        after it inside a loop around it (they run before its next pass). Positions are asked only here, for
-        a name bound to different things (they cost a metadata pass over the module)."""
-        source = self.source
+        after it inside a loop around it (they run before its next pass). Asked only for a name bound to
+        different things; the order of the text answers it, not offsets (they cost a rendering of the
+        function, in every other module a cross-file question reaches)."""
         bindings = [
             b for b in scope.lookup(use.value) if b.kind is BindingKind.ASSIGN and b.value is not None
         ]
         if any(b.scope is not scope or b.node is None for b in bindings):
             return None
-        at = source.span(use)[0]
-        loops = [
-            span
-            for loop in source.loops
-            if loop.scope is scope
-            for span in [source.span(loop.node)]
-            if span[0] <= at < span[1]
+        order = self.source.text_order(scope)
+        if not order.knows(use, *(b.node for b in bindings)):  # type: ignore[misc]
+            return None
+        loops = [loop.node for loop in self.source.loops if loop.scope is scope and order.knows(loop.node)]
+        around = [loop for loop in loops if order.holds(loop, use)]
+        return [
+            Assignment(binding.value, binding.scope, binding.index)  # type: ignore[arg-type]
+            for binding in bindings
+            if order.before(binding.node, use) or any(order.holds(loop, binding.node) for loop in around)  # type: ignore[arg-type]
         ]
-        reaching = []
-        for binding in bindings:
-            start = source.span(binding.node)[0]  # type: ignore[arg-type]
-            if start < at or any(first <= start < last for first, last in loops):
-                reaching.append(Assignment(binding.value, binding.scope, binding.index))  # type: ignore[arg-type]
-        return reaching
 
     def _single_alias(self, name: cst.Name, scope: Scope, assignments: list[Assignment]) -> cst.Name | None:
         """The one other name `assignments` bind `name` to; also when some bind it to `self.model` and the

@@ -1,0 +1,114 @@
+"""The order of the text without positions (`facts/syntax/order.py`): the walk visits children as LibCST's
+own `children` list them (in the order of the text), and "comes first" and "holds" agree with offsets."""
+
+from __future__ import annotations
+
+import pytest
+from support import FIXTURES
+
+from torchlint._lazy import cst
+from torchlint.facts.syntax.order import TextOrder, children_in_text_order
+from torchlint.facts.syntax.spans import Spans
+from torchlint.positions import LineIndex
+
+# Every node type whose fields LibCST declares in another order than the text's, and the usual ones.
+OUT_OF_FIELD_ORDER = """
+from ..models import (Net as N, Head)
+
+@register("a")
+@torch.no_grad()
+def f(x: int = 1, *args, key=None, **kwargs) -> int:
+    y = x if key else -x
+    try:
+        z = g(y, scale=2, *args, **kwargs)
+    except (ValueError, KeyError) as error:
+        z = error
+    finally:
+        del y
+    match z:
+        case [first, *rest] if first > 0:
+            return first
+        case {"k": value}:
+            return value
+        case _:
+            return lambda q=3: q + z
+    return [i for i in range(x) if i if i > 1]
+
+
+@dataclass
+class C(Base, metaclass=Meta):
+    field: int = 0
+    other = {k: v for k, v in items}
+
+    async def run(self):
+        async with lock as held, other:
+            async for item in stream:
+                await item
+        while held:
+            yield f"{held!r:>{width}}"[1:2]
+"""
+
+
+def _children_in_text(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """LibCST's children (in the order of the text) that the walk's fields hold."""
+    own = {id(child) for child in children_in_text_order(node)}
+    return [child for child in node.children if id(child) in own]
+
+
+def _every_node(module: cst.Module) -> list[cst.CSTNode]:
+    found, todo = [], [module]
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        todo.extend(children_in_text_order(node))
+    return found
+
+
+def _texts() -> list[tuple[str, str]]:
+    fixtures = [(p.relative_to(FIXTURES).as_posix(), p.read_text()) for p in sorted(FIXTURES.rglob("*.py"))]
+    return [("out of field order", OUT_OF_FIELD_ORDER), *fixtures]
+
+
+@pytest.mark.parametrize(("name", "text"), _texts(), ids=[name for name, _ in _texts()])
+def test_children_come_in_the_order_of_the_text(name, text):
+    for node in _every_node(cst.parse_module(text)):
+        assert children_in_text_order(node) == _children_in_text(node), type(node).__name__
+
+
+@pytest.mark.parametrize(("name", "text"), _texts(), ids=[name for name, _ in _texts()])
+def test_first_and_holds_agree_with_offsets(name, text):
+    """Among the statements and names of the text (what the analyses order): `before` is an earlier
+    start or holding, `holds` is containment of offsets."""
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    order = TextOrder(module)
+    nodes = [
+        n for n in _every_node(module) if isinstance(n, (cst.Name, cst.BaseStatement, cst.BaseSmallStatement))
+    ]
+    located = {id(node): _own_text(spans, node) for node in nodes}
+    step = max(1, len(nodes) // 60)  # a sample of pairs: every node against every 60th
+    for first in nodes:
+        for second in nodes[::step]:
+            (a_start, a_end), (b_start, b_end) = located[id(first)], located[id(second)]
+            holds = a_start <= b_start and b_end <= a_end and (a_start, a_end) != (b_start, b_end)
+            assert order.holds(first, second) == (first is second or holds or _same_text(first, second))
+            if not order.holds(first, second) and not order.holds(second, first):
+                assert order.before(first, second) == (a_start < b_start)
+
+
+def _own_text(spans: Spans, node: cst.CSTNode) -> tuple[int, int]:
+    """A node's offsets; a decorated def's or class's from its first decorator (LibCST's start at `def`)."""
+    decorators = getattr(node, "decorators", ())
+    return (spans.span(decorators[0])[0] if decorators else spans.span(node)[0]), spans.span(node)[1]
+
+
+def _same_text(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """`inner` has `outer`'s offsets as its only content (`x` as an expression statement)."""
+    return any(child is inner for child in children_in_text_order(outer))
+
+
+def test_a_subtree_knows_only_its_own_nodes():
+    module = cst.parse_module("def f():\n    a = 1\n\nb = 2\n")
+    function, assignment = module.body
+    order = TextOrder(function)
+    assert order.knows(function.body.body[0]) and not order.knows(assignment)
