@@ -76,9 +76,9 @@ def test_children_come_in_the_order_of_the_text(name, text):
 
 
 @pytest.mark.parametrize(("name", "text"), _texts(), ids=[name for name, _ in _texts()])
-def test_first_and_holds_agree_with_offsets(name, text):
-    """Among the statements and names of the text (what the analyses order): `before` is an earlier
-    start or holding, `holds` is containment of offsets."""
+def test_rank_spans_compare_as_offsets_do(name, text):
+    """Among the statements and names of the text (what the analyses order), for every pair of which
+    neither starts the other's text: an earlier start, an end before a start, and containment agree."""
     module = cst.parse_module(text)
     spans = Spans(text, module, LineIndex(text))
     order = TextOrder(module)
@@ -89,22 +89,47 @@ def test_first_and_holds_agree_with_offsets(name, text):
     step = max(1, len(nodes) // 60)  # a sample of pairs: every node against every 60th
     for first in nodes:
         for second in nodes[::step]:
-            (a_start, a_end), (b_start, b_end) = located[id(first)], located[id(second)]
-            holds = a_start <= b_start and b_end <= a_end and (a_start, a_end) != (b_start, b_end)
-            assert order.holds(first, second) == (first is second or holds or _same_text(first, second))
-            if not order.holds(first, second) and not order.holds(second, first):
-                assert order.before(first, second) == (a_start < b_start)
+            (a_start, a_end), (b_start, _) = located[id(first)], located[id(second)]
+            if first is second or a_start == b_start:
+                continue  # one starts the other's text (`x` as a statement of its own): offsets tie
+            (x_start, x_end), (y_start, _) = order.span(first), order.span(second)
+            assert (x_start < y_start) == (a_start < b_start)
+            assert (x_end <= y_start) == (a_end <= b_start)
+            assert (x_start <= y_start < x_end) == (a_start <= b_start < a_end)
+
+
+@pytest.mark.parametrize(("name", "text"), _texts(), ids=[name for name, _ in _texts()])
+def test_starts_compare_as_offsets_do(name, text):
+    """Every expression and statement (but a decorated def or class, which LibCST starts at `def`): equal
+    starts where the offsets are equal, else the same order."""
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    order = TextOrder(module)
+    nodes = [
+        n
+        for n in _every_node(module)
+        if isinstance(n, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))
+        and not getattr(n, "decorators", ())
+    ]
+    starts = {id(node): spans.span(node)[0] for node in nodes}
+    step = max(1, len(nodes) // 80)
+    for first in nodes:
+        for second in nodes[::step]:
+            offsets = starts[id(first)], starts[id(second)]
+            ranks = order.start(first), order.start(second)
+            assert (ranks[0] < ranks[1], ranks[0] == ranks[1]) == (
+                offsets[0] < offsets[1],
+                offsets[0] == offsets[1],
+            ), (
+                module.code_for_node(first),
+                module.code_for_node(second),
+            )
 
 
 def _own_text(spans: Spans, node: cst.CSTNode) -> tuple[int, int]:
     """A node's offsets; a decorated def's or class's from its first decorator (LibCST's start at `def`)."""
     decorators = getattr(node, "decorators", ())
     return (spans.span(decorators[0])[0] if decorators else spans.span(node)[0]), spans.span(node)[1]
-
-
-def _same_text(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    """`inner` has `outer`'s offsets as its only content (`x` as an expression statement)."""
-    return any(child is inner for child in children_in_text_order(outer))
 
 
 def test_a_subtree_knows_only_its_own_nodes():

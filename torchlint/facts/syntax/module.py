@@ -146,24 +146,27 @@ class SourceModule:
     def _alternatives(self) -> list[tuple[list[tuple[int, int]], set[str]]]:
         """Alternatives: where code runs instead of a branch (a `try`'s handlers, an `if`'s other branch),
         and what that branch uses or imports (qualified names with their parents: `torch.amp.GradScaler`
-        names `torch.amp` too)."""
+        names `torch.amp` too). Where they are is said in the ranks of `text_order` (not offsets: this is
+        asked of every module with a deprecated call, and offsets would render its long functions)."""
+        order = self.text_order()
         found = []
         for statement in walk.statements(self.module):
             if isinstance(statement, (cst.Try, cst.TryStar)):
-                handlers = [self.span(handler) for handler in statement.handlers]
+                handlers = [order.span(handler) for handler in statement.handlers]
                 found.append((handlers, self._named_in(statement.body)))
             elif isinstance(statement, cst.If) and isinstance(statement.orelse, cst.Else):
                 # `if is_torch_version(">=", "2.3"): torch.amp.GradScaler("cuda") else: torch.cuda.amp...`
                 body, orelse = statement.body, statement.orelse.body
-                found.append(([self.span(orelse)], self._named_in(body)))
-                found.append(([self.span(body)], self._named_in(orelse)))
+                found.append(([order.span(orelse)], self._named_in(body)))
+                found.append(([order.span(body)], self._named_in(orelse)))
         return found
 
     def _named_in(self, block: cst.BaseSuite) -> set[str]:
-        start, end = self.span(block)
+        order = self.text_order()
+        start, end = order.span(block)
         named: set[str] = set()
         for ref in self.references:
-            if ref.qualname and start <= self.span(ref.expr)[0] < end:
+            if ref.qualname and start <= order.span(ref.expr)[0] < end:
                 named |= _with_parents(ref.qualname)
         for line in walk.simple_lines(block):
             for small in line.body:
@@ -175,7 +178,9 @@ class SourceModule:
         other part uses or imports something from `module`: the fallback that runs when the newer API is
         missing (`try: torch.amp.GradScaler("cuda") except AttributeError: torch.cuda.amp.GradScaler()`, or
         the same under `if is_torch_version(">=", "2.3"):`), which must stay the older API."""
-        start = self.span(node)[0]
+        if not self._alternatives:
+            return False
+        start = self.text_order().span(node)[0]
         return any(
             module in named and any(h_start <= start < h_end for h_start, h_end in handlers)
             for handlers, named in self._alternatives
@@ -698,10 +703,10 @@ class SourceModule:
         """Offsets of a node's own text (no surrounding whitespace) in the decoded source."""
         return self._spans.span(node)
 
-    def text_order(self, scope: Scope) -> TextOrder:
-        """The nodes of `scope`'s function, class or module in the order of the text: which of two comes
-        first, which holds which, where offsets (`span`) would render statements to find out."""
-        root = scope.node if scope.node is not None else self.module
+    def text_order(self, root: cst.CSTNode | None = None) -> TextOrder:
+        """The nodes of `root` (a function, a class; by default the module) in the order of the text: which
+        of two comes first, which holds which, where offsets (`span`) would render statements to find out."""
+        root = root if root is not None else self.module
         found = self._orders.get(id(root))
         if found is None:
             found = self._orders[id(root)] = TextOrder(root)

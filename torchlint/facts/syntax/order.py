@@ -3,10 +3,11 @@
 A question such as "which assignments of `model` reach this use?" only needs the order of a few nodes of
 one function. Offsets answer it, but an offset costs LibCST's PositionProvider over the statement that
 holds the node, which renders the statement: about 80 ms for a long training function, paid for every
-other module a cross-file question reaches (most of a check of yolov5's `models/common.py` was spent so).
-The order of a pre-order walk through the children in the order of the text gives the same answers: a
+other module a cross-file question reaches (a fifth of a check of yolov5's `models/common.py`).
+The ranks of a pre-order walk through the children in the order of the text give the same answers: a
 node that starts earlier is visited earlier, and the nodes a node holds are the ranks up to its last
-descendant's. A def or a class holds its decorators (its offsets start at `def`, after them).
+descendant's, so `TextOrder.span` stands in for `SourceModule.span` where only order matters. (A def or
+a class holds its decorators, where its offsets start at `def`, after them.)
 
 LibCST declares most fields in the order of the text; the few node types that do not (a def's
 `decorators` after its `body`, a conditional expression's `test` before its `body`) are listed in
@@ -31,6 +32,54 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "ImportFrom": ("relative", "module", "names"),
     "TypeAlias": ("name", "type_parameters", "value"),
 }
+
+
+# Nodes whose text starts with the text of one child: that child's field, and 0 where it is the first item
+# of a sequence field. LibCST's offsets of a parenthesised node leave its own parentheses out, so the node
+# holding it starts at its `(`, before it.
+_STARTS_WITH: dict[str, tuple[str, int | None]] = {
+    "Call": ("func", None),
+    "Attribute": ("value", None),
+    "Subscript": ("value", None),
+    "SubscriptElement": ("slice", None),
+    "Index": ("value", None),
+    "Slice": ("lower", None),
+    "BinaryOperation": ("left", None),
+    "BooleanOperation": ("left", None),
+    "Comparison": ("left", None),
+    "ConcatenatedString": ("left", None),
+    "IfExp": ("body", None),
+    "NamedExpr": ("target", None),
+    "GeneratorExp": ("elt", None),
+    "Tuple": ("elements", 0),
+    "Element": ("value", None),
+    "DictElement": ("key", None),
+    "WithItem": ("item", None),
+    "ImportAlias": ("name", None),
+    "Expr": ("value", None),
+    "Assign": ("targets", 0),
+    "AssignTarget": ("target", None),
+    "AugAssign": ("target", None),
+    "AnnAssign": ("target", None),
+    "SimpleStatementLine": ("body", 0),
+}
+
+
+def _first_child_at_start(node: cst.CSTNode) -> cst.CSTNode | None:
+    """The child whose text starts where `node`'s does (None: a token of its own comes first)."""
+    name = type(node).__name__
+    if name in ("Arg", "Param"):  # `key=value`, `*args`: the keyword or the star comes first
+        if isinstance(node.star, str) and node.star:  # type: ignore[attr-defined]
+            return None
+        return getattr(node, "keyword", None) or getattr(node, "name", None) or getattr(node, "value", None)
+    rule = _STARTS_WITH.get(name)
+    if rule is None:
+        return None
+    field, index = rule
+    value = getattr(node, field)
+    if index is not None:
+        value = value[index] if len(value) > index else None
+    return value if isinstance(value, cst.CSTNode) else None
 
 
 # Tokens some node types keep as nodes of their own: brackets, colons, commas (nothing is written in them).
@@ -92,11 +141,23 @@ class TextOrder:
         """Every one of `nodes` is in the subtree."""
         return all(id(node) in self._ranks for node in nodes)
 
-    def before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
-        """`first` starts before `second` in the text (also when it holds `second`)."""
-        return self._ranks[id(first)][0] < self._ranks[id(second)][0]
+    def start(self, node: cst.CSTNode) -> float:
+        """Where `node`'s text starts, as a rank: equal for nodes whose text starts at one place (a call and
+        the call its method chain starts with, `scaler.scale(loss).backward()`), else ordered as offsets
+        are. A node that starts with its first child (a call with its callee, an attribute with its value,
+        an operation with its left operand) starts where that child does, unless parentheses of its own
+        come first."""
+        while True:
+            inner = _first_child_at_start(node)
+            if inner is None:
+                return self._ranks[id(node)][0]
+            if isinstance(inner, cst.BaseExpression) and inner.lpar:
+                return self._ranks[id(inner)][0] - 0.5  # at the `(` before it, after whatever precedes it
+            node = inner
 
-    def holds(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-        """`inner` is `outer` or inside it."""
-        start, end = self._ranks[id(outer)]
-        return start <= self._ranks[id(inner)][0] <= end
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        """Where `node` is among the subtree's nodes, as offsets would say it: its rank, and one past its last
+        descendant's. Compared as offsets are, for nodes of which neither starts the other's text (a
+        statement and a name in it, two statements): an earlier start, a later end, containment."""
+        first, last = self._ranks[id(node)]
+        return first, last + 1

@@ -725,21 +725,29 @@ class ModelAnalysis:
         after it inside a loop around it (they run before its next pass). Asked only for a name bound to
         different things; the order of the text answers it, not offsets (they cost a rendering of the
         function, in every other module a cross-file question reaches)."""
+        source = self.source
         bindings = [
             b for b in scope.lookup(use.value) if b.kind is BindingKind.ASSIGN and b.value is not None
         ]
         if any(b.scope is not scope or b.node is None for b in bindings):
             return None
-        order = self.source.text_order(scope)
+        order = source.text_order(scope.node)
         if not order.knows(use, *(b.node for b in bindings)):  # type: ignore[misc]
             return None
-        loops = [loop.node for loop in self.source.loops if loop.scope is scope and order.knows(loop.node)]
-        around = [loop for loop in loops if order.holds(loop, use)]
-        return [
-            Assignment(binding.value, binding.scope, binding.index)  # type: ignore[arg-type]
-            for binding in bindings
-            if order.before(binding.node, use) or any(order.holds(loop, binding.node) for loop in around)  # type: ignore[arg-type]
+        at = order.span(use)[0]
+        loops = [
+            span
+            for loop in source.loops
+            if loop.scope is scope
+            for span in [order.span(loop.node)]
+            if span[0] <= at < span[1]
         ]
+        reaching = []
+        for binding in bindings:
+            start = order.span(binding.node)[0]  # type: ignore[arg-type]
+            if start < at or any(first <= start < last for first, last in loops):
+                reaching.append(Assignment(binding.value, binding.scope, binding.index))  # type: ignore[arg-type]
+        return reaching
 
     def _single_alias(self, name: cst.Name, scope: Scope, assignments: list[Assignment]) -> cst.Name | None:
         """The one other name `assignments` bind `name` to; also when some bind it to `self.model` and the

@@ -442,19 +442,19 @@ class PrecisionAnalysis:
                     continue
                 within = step.loop.all_calls() if step.loop is not None else source.calls
                 calls = [c for c in within if c.function is step.function]
-                step_at = source.span(step.node)[0]
+                # Where calls start, in the order of the text (offsets would render the whole function)
+                start = source.text_order(step.function.node if step.function is not None else None).start
+                step_at = start(step.node)
                 # Since the previous step of this scaler in the same iteration (another optimizer's)
-                since = max(
-                    (at for c in steps if c in calls if (at := source.span(c.node)[0]) < step_at), default=-1
-                )
-                segment = [c for c in calls if since < source.span(c.node)[0] < step_at]
-                unscales = [source.span(c.node)[0] for c in scaler.uses.get("unscale_", []) if c in segment]
-                scales = [source.span(c.node)[0] for c in scaler.uses.get("scale", []) if c in segment]
+                since = max((at for c in steps if c in calls if (at := start(c.node)) < step_at), default=-1)
+                segment = [c for c in calls if since < start(c.node) < step_at]
+                unscales = [start(c.node) for c in scaler.uses.get("unscale_", []) if c in segment]
+                scales = [start(c.node) for c in scaler.uses.get("scale", []) if c in segment]
                 clips = []
                 for call in segment:
                     if (source.qualname(call.node.func, call.scope) or "") not in _CLIPS:
                         continue
-                    at = source.span(call.node)[0]
+                    at = start(call.node)
                     if any(u < at for u in unscales) or (scales and not any(s < at for s in scales)):
                         continue
                     clips.append(call)
@@ -581,16 +581,16 @@ class PrecisionAnalysis:
         step_statement = self._statement_of(step.node)
         if step_statement is None:
             return None
-        step_at = source.span(step.node)[0]
+        start = source.text_order(loop.function.node if loop.function is not None else None).start
+        step_at = start(step.node)
         clips = [
             call
             for call in calls
-            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS
-            and source.span(call.node)[0] < step_at
+            if (source.qualname(call.node.func, call.scope) or "") in _CLIPS and start(call.node) < step_at
         ]
         optimizer = step.node.func.value  # type: ignore[union-attr]
         before, why_not = None, ""
-        if any(source.span(clip.node)[0] < source.span(backwards[0].node)[0] for clip in clips):
+        if any(start(clip.node) < start(backwards[0].node) for clip in clips):
             why_not = "a clip runs before the backward pass, where `unscale_` would find no gradients"
         elif clips:
             step_text = f"`{source.code(optimizer)}.step()`"

@@ -20,6 +20,7 @@ checkpoint's loading or to plot a learning-rate schedule).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -132,21 +133,22 @@ def _never_stepped(source: SourceModule, record: CallRecord) -> bool:
     if len(bindings) != 1 or bindings[0].node is None:
         return False
     binding = bindings[0]
-    start = source.span(binding.node)[1]
+    order = source.text_order(record.scope.node)  # ranks, compared as offsets would be
+    start = order.span(binding.node)[1]
     unconditional = {id(call.node) for call in source.calls if not call.conditional and call.loop is None}
     later = [  # rebound for sure: by a statement that always runs (its value read first)
-        source.span(other.node)[1]
+        order.span(other.node)[1]
         for other in record.scope.bindings.get(binding.name, [])
         if other.node is not None
-        and source.span(other.node)[0] >= start
+        and order.span(other.node)[0] >= start
         and isinstance(other.value, cst.Call)
         and id(other.value) in unconditional
     ]
-    end = min(later, default=len(source.text) + 1)
+    end = min(later, default=sys.maxsize)
     for reference in source.references_of(binding):
         if reference.scope is not record.scope:
             return False  # a function may run later, and step it
-        offset = source.span(reference.expr)[0]
+        offset = order.span(reference.expr)[0]
         if start <= offset < end and (not reference.attrs or reference.attrs[0] not in STATE_ONLY):
             return False
     return True
