@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -633,7 +633,10 @@ class SourceModule:
         if len(bindings) < 2:
             return self.assigned_values(name, scope)
         root = bindings[0].scope.node
-        located = _innermost_block(root if root is not None else self.module, name)
+        order = self.text_order(root)
+        if not order.knows(name, *(b.node for b in bindings if b.node is not None)):
+            return self.assigned_values(name, scope)
+        located = _innermost_block(root if root is not None else self.module, name, order.holds)
         if located is None:
             return self.assigned_values(name, scope)
         statements, read = located
@@ -652,7 +655,7 @@ class SourceModule:
         return [
             Assignment(b.value, b.scope, b.index)  # type: ignore[arg-type]
             for b in bindings
-            if b.node is not None and any(walk.contains(statement, b.node) for statement in kept)
+            if b.node is not None and any(order.holds(statement, b.node) for statement in kept)
         ]
 
     def assignment_of(
@@ -860,24 +863,27 @@ def is_docstring(statement: cst.CSTNode) -> bool:
     )
 
 
-def _innermost_block(root: cst.CSTNode, target: cst.CSTNode) -> tuple[list[cst.CSTNode], int] | None:
+def _innermost_block(
+    root: cst.CSTNode, target: cst.CSTNode, holds: Callable[[cst.CSTNode, cst.CSTNode], bool]
+) -> tuple[list[cst.CSTNode], int] | None:
     """The statements of the innermost block (a module's, a function's, a branch's, a loop's body) that
-    holds the statement holding `target`, and that statement's index; None when `target` is not under it."""
+    holds the statement holding `target`, and that statement's index; None when `target` is not under it.
+    `holds(outer, inner)`: whether `inner` is inside `outer` (a `TextOrder`'s, which knows both)."""
     parts = (cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.Finally)
     if isinstance(root, (cst.Module, cst.IndentedBlock)):
         statements = list(root.body)
         for index, statement in enumerate(statements):
-            if not walk.contains(statement, target):
+            if not holds(statement, target):
                 continue
             if not isinstance(statement, cst.SimpleStatementLine):
                 for child in statement.children:
-                    found = _innermost_block(child, target) if isinstance(child, parts) else None
+                    found = _innermost_block(child, target, holds) if isinstance(child, parts) else None
                     if found is not None:
                         return found
             return statements, index  # a simple line, or the header of a compound statement
         return None
     for child in root.children:
-        found = _innermost_block(child, target) if isinstance(child, parts) else None
+        found = _innermost_block(child, target, holds) if isinstance(child, parts) else None
         if found is not None:
             return found
     return None

@@ -123,19 +123,20 @@ class TextOrder:
     """The nodes of one subtree (a function, a class, a module), ranked in the order of the text."""
 
     def __init__(self, root: cst.CSTNode) -> None:
-        # id(node) -> (its rank, the rank of its last descendant); nodes are kept alive by the tree.
-        self._ranks: dict[int, tuple[int, int]] = {}
-        rank = 0
-        stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+        # id(node) -> its rank (nodes are kept alive by the tree), and rank -> the rank of its last
+        # descendant: kept apart, a module's hundred thousand nodes cost no pair each.
+        self._ranks: dict[int, int] = {}
+        self._last: list[int] = []
+        stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
         while stack:
-            node, done = stack.pop()
-            if done:
-                self._ranks[id(node)] = (self._ranks[id(node)][0], rank - 1)
+            node, rank = stack.pop()
+            if rank >= 0:  # every node below it is ranked
+                self._last[rank] = len(self._last) - 1
                 continue
-            self._ranks[id(node)] = (rank, rank)
-            rank += 1
-            stack.append((node, True))
-            stack.extend((child, False) for child in reversed(children_in_text_order(node)))
+            rank = self._ranks[id(node)] = len(self._last)
+            self._last.append(rank)
+            stack.append((node, rank))
+            stack.extend((child, -1) for child in reversed(children_in_text_order(node)))
 
     def knows(self, *nodes: cst.CSTNode) -> bool:
         """Every one of `nodes` is in the subtree."""
@@ -150,14 +151,19 @@ class TextOrder:
         while True:
             inner = _first_child_at_start(node)
             if inner is None:
-                return self._ranks[id(node)][0]
+                return self._ranks[id(node)]
             if isinstance(inner, cst.BaseExpression) and inner.lpar:
-                return self._ranks[id(inner)][0] - 0.5  # at the `(` before it, after whatever precedes it
+                return self._ranks[id(inner)] - 0.5  # at the `(` before it, after whatever precedes it
             node = inner
+
+    def holds(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        """`inner` is `outer` or inside it (`walk.contains` without walking)."""
+        first = self._ranks[id(outer)]
+        return first <= self._ranks[id(inner)] <= self._last[first]
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Where `node` is among the subtree's nodes, as offsets would say it: its rank, and one past its last
         descendant's. Compared as offsets are, for nodes of which neither starts the other's text (a
         statement and a name in it, two statements): an earlier start, a later end, containment."""
-        first, last = self._ranks[id(node)]
-        return first, last + 1
+        first = self._ranks[id(node)]
+        return first, self._last[first] + 1

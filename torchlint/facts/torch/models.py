@@ -139,9 +139,9 @@ class Event:
     scope: Scope | None = field(default=None, compare=False, repr=False)  # where it happens
 
     @property
-    def offset(self) -> int:
-        """Where it happens in the text; asked only when a fix is built (positions cost a metadata pass)."""
-        return self.source.span(self.node)[0]
+    def offset(self) -> float:
+        """Where it happens in the text, as a rank of the module's `text_order` (ordered as offsets are)."""
+        return self.source.text_order().start(self.node)
 
 
 @dataclass(frozen=True)
