@@ -15,13 +15,14 @@ is printed), `-j 1` and `-j 2` cold, warm (the cache of the cold run), FILE alon
 cache of a whole run, FILE unchanged), FILE alone after a one-line edit (the cache warm from a whole run),
 the whole tree after that edit; ruff `--select ALL` cold; TorchFix `--select ALL` once when
 bench/.venv-torchfix exists (bench/lint_speed.py creates it). Ratios: torchlint / ruff, TorchFix /
-torchlint. Then a "targets" block, one line per target of issue 16 with the measured value and `met` or
-`not met`: FILE alone cold under 1 s, warm and after the edit under 0.3 s; the cold tree at least 20x
-faster than TorchFix (when it ran) and, the stretch, within 10x of ruff; the whole tree after the edit
-under 2x (FILE alone after the edit) x (the files that depend on FILE, counted as the files that run
-re-checked instead of answering from the cache: `--show-phase2-count`); peak memory under 300 MB (the
-issue names timm); the default --jobs no slower than `-j 1` (5% allowed for noise; met by construction
-where the default chose one process, the `-j 1` run itself).
+torchlint. Then a "targets" block, one line per target of issue 29 (issue 16's where 29 names none) with
+the measured value and `met` or `not met`: FILE alone cold under 0.5 s, warm under 0.3 s, after the edit
+under 0.5 s; the cold tree at least 20x faster than TorchFix (when it ran) and, the stretch, within 10x of
+ruff; the whole tree after the edit under 2x (FILE alone after the edit) x (the files that depend on FILE,
+counted as the files that run re-checked instead of answering from the cache: `--show-phase2-count`);
+peak memory of the `-j 1` run under 200 MB (the issue names timm); the default --jobs no slower than
+`-j 1` (5% allowed for noise; met by construction where the default chose one process, the `-j 1` run
+itself).
 
 --growth PATH (once or more) copies PATH's `.py` files (and configs) 1x, 2x, 4x and 8x side by side into
 one project root per size (bench/.work/real/growth-NAME/xN/copy1 ... copyN, with an empty `.git` at xN),
@@ -70,13 +71,15 @@ EDIT = b"\n_bench_edit = 1  # a one-line edit made by bench/real_trees.py\n"
 CONFIGS = ("pyproject.toml", "setup.cfg")
 GROWTH = (1, 2, 4, 8)
 
-# Issue 16's targets.
-ONE_FILE_COLD_S = 1.0
-ONE_FILE_WARM_S = 0.3
+# Issue 29's targets (issue 16's where issue 29 names none).
+ONE_FILE_COLD_S = 0.5
+ONE_FILE_WARM_S = 0.3  # unchanged, the cache of a whole run (issue 16)
+ONE_FILE_EDITED_S = 0.5  # after a one-line edit, the cache warm from a whole run
 VS_TORCHFIX = 20.0  # at least this many times faster than TorchFix, cold
 VS_RUFF = 10.0  # the stretch: within this factor of ruff --select ALL, cold
-EDIT_FACTOR = 2.0  # after an edit: under this x the one-file time x the dependent files
-PEAK_MB = 300.0
+EDIT_FACTOR = 2.0  # after an edit: under this x the one-file time x the dependent files (issue 16)
+PEAK_MB_J1 = 200.0  # the whole tree with -j 1 (the issue names timm)
+PEAK_MB = 300.0  # growth copies (issue 16)
 LINEAR = 1.25  # growth: time / (factor x the 1x time) at most this
 JOBS_NOISE = 1.05  # the default --jobs "never slower than -j 1", with this much for noise
 PHASE2 = re.compile(r"phase 2: (\d+) of (\d+) files parsed, (\d+) from cache([^\n]*)")
@@ -291,7 +294,7 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path, referen
 
 
 def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None) -> None:
-    """One line per target of issue 16 that this tree's figures answer."""
+    """One line per target of issue 29 (and issue 16) that this tree's figures answer."""
     cold, j1 = rows["cold"], rows["cold -j 1"]
     alone_cold, alone_warm, alone_edited = rows[f"{one} cold"], rows[f"{one} warm"], rows[f"{one} edited"]
     print("targets:")
@@ -306,9 +309,9 @@ def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None
         alone_warm.wall < ONE_FILE_WARM_S,
     )
     verdict(
-        f"one file after editing it < {ONE_FILE_WARM_S:g} s",
+        f"one file after editing it < {ONE_FILE_EDITED_S:g} s",
         f"{alone_edited.wall:.2f} s",
-        alone_edited.wall < ONE_FILE_WARM_S,
+        alone_edited.wall < ONE_FILE_EDITED_S,
     )
     if torchfix is not None:
         ratio = torchfix.wall / cold.wall
@@ -334,9 +337,12 @@ def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None
             f" answered from the cache),\n    FILE included, by --show-phase2-count; {counts.parsed} of them"
             " went through LibCST"
         )
-    peak = max(run.peak_mb for run in rows.values())
     also = f"; TorchFix {torchfix.peak_mb:.0f} MB" if torchfix is not None else ""
-    verdict(f"peak memory < {PEAK_MB:g} MB (the issue: on timm)", f"{peak:.0f} MB{also}", peak < PEAK_MB)
+    verdict(
+        f"peak memory with -j 1 < {PEAK_MB_J1:g} MB (the issue: on timm)",
+        f"{j1.peak_mb:.0f} MB{also}",
+        j1.peak_mb < PEAK_MB_J1,
+    )
     jobs_verdict("default --jobs no slower than -j 1", cold, j1)
 
 
