@@ -796,6 +796,7 @@ def show_rule(code: str | None, every: bool, output_format: str) -> None:
                 "code": rule_code,
                 "linter": rule.family(),
                 "summary": summary.short if summary else "",
+                "message_formats": list(rule.messages.values()),
                 "fix": _FIX_SENTENCES[rule.fix_availability.value],
                 "fix_availability": rule.fix_availability.value.capitalize(),
                 "explanation": rule_doc(rule_code),

@@ -15,10 +15,11 @@ import enum
 import functools
 import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from torchlint.diagnostics import Diagnostic, Fix, Severity
+from torchlint.fix.model import AddImport, Applicability, DropImportIfUnused, Edit
 from torchlint.workspace.settings import FAMILIES
 
 if TYPE_CHECKING:
@@ -58,6 +59,12 @@ class Rule:
     # changing numerics or the model's type would change what they test. Silent too in a toy demo: every
     # training loop trains on rows typed into the script (`TrainingAnalysis.toy_demo`).
     speed_advice: ClassVar[bool] = False
+    # What the rule says, declared as ruff's `Violation` does: one message per kind of finding and one title
+    # per kind of fix, `str.format` templates that `report` and `fix` fill with the finding's fields. A
+    # finding's wording is then the rule's, not the call site's: every kind is listed here, next to the
+    # rule's doc, and tests/test_rule_voice.py checks each is declared and reported.
+    messages: ClassVar[dict[str, str]] = {}
+    fix_titles: ClassVar[dict[str, str]] = {}
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -85,15 +92,37 @@ class Rule:
         proven = facts.torch_it_runs
         return proven is not None and proven >= version
 
-    def finding(
-        self, facts: ModuleFacts, node: Node, message: str, fix: Fix | None = None, note: str = ""
+    def report(
+        self,
+        facts: ModuleFacts,
+        node: Node,
+        kind: str,
+        *,
+        fix: Fix | None = None,
+        note: str = "",
+        **fields: object,
     ) -> Diagnostic:
-        """A finding at `node`. `note` says what the message does not, most often why no fix is offered
-        (`no automatic fix: ...`): kept apart, so that the message stays the same whether a fix exists."""
+        """A finding at `node` that says the rule's message of this `kind`, filled with `fields`. `note`
+        says what the message does not, most often why no fix is offered (`no_fix(reason)`): kept apart,
+        so that the message stays the same whether a fix exists."""
         start, end = facts.span(node)
+        message = self.messages[kind].format(**fields)
         return Diagnostic(
             self.code, self.name, message, self.severity, facts.path, start, end, fix, note=note or None
         )
+
+    def fix(
+        self,
+        kind: str,
+        applicability: Applicability,
+        edits: Iterable[Edit],
+        imports: Iterable[AddImport] = (),
+        drops: Iterable[DropImportIfUnused] = (),
+        **fields: object,
+    ) -> Fix:
+        """A fix titled with the rule's fix title of this `kind`, filled with `fields`."""
+        title = self.fix_titles[kind].format(**fields)
+        return Fix(title, applicability, tuple(edits), tuple(imports), tuple(drops))
 
 
 def registered_rules() -> dict[str, type[Rule]]:

@@ -62,6 +62,30 @@ class CheckpointingOpportunity(Rule):
         "TrainingArguments",
         "SFTConfig",
     )
+    messages = {
+        "stack": (
+            "`{cls}.{attribute}` holds {blocks} ({count}) that {applied_by} applies one after another (line "
+            "{line}), in a trained model{trained_in} with no activation checkpointing: checkpointing each "
+            "block keeps about one block's activations instead of all of them, for about one extra forward "
+            "pass (a trade-off, not a defect)"
+        ),
+        "trainer": (
+            "`{arguments}(...)` trains without `gradient_checkpointing=True`: the Trainer keeps every "
+            "layer's activations; checkpointing trades about one extra forward pass for most of that memory "
+            "(a trade-off, not a defect)"
+        ),
+        "library-model": (
+            "`{model}` is a trained {library} model, a stack of repeated blocks, with no activation "
+            "checkpointing: its own switch `{switch}` trades about one extra forward pass for most of the "
+            "activation memory (a trade-off, not a defect)"
+        ),
+    }
+    fix_titles = {
+        "checkpoint-sequential": "Checkpoint `{attribute}` with `checkpoint_sequential` while training",
+        "checkpoint-each": "Checkpoint each block of `{attribute}` while training",
+        "trainer-switch": "Set `gradient_checkpointing=True`",
+        "library-switch": "Turn on the model's gradient checkpointing",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         min_depth = self.option_values["min-depth"]
@@ -71,14 +95,21 @@ class CheckpointingOpportunity(Rule):
             depth = stack.depth
             count = f"{depth.value}" if not depth.configurable and depth.value is not None else depth.how
             by = f" (trained in {trainers[0]})" if trainers else ""
-            message = (
-                f"`{stack.cls.name}.{stack.attribute}` holds {block} ({count}) that {first.how} applies one "
-                f"after another (line {facts.line_of(first.node)}), in a trained model{by} with no "
-                "activation checkpointing: checkpointing each block keeps about one block's activations "
-                "instead of all of them, for about one extra forward pass (a trade-off, not a defect)"
-            )
             reason, fix = self._fix(facts, stack)
-            yield self.finding(facts, stack.node, message, fix, no_fix(reason))
+            yield self.report(
+                facts,
+                stack.node,
+                "stack",
+                fix=fix,
+                note=no_fix(reason),
+                cls=stack.cls.name,
+                attribute=stack.attribute,
+                blocks=block,
+                count=count,
+                applied_by=first.how,
+                line=facts.line_of(first.node),
+                trained_in=by,
+            )
         if self.option_values["library-models"]:
             yield from self._library_models(facts)
 
@@ -87,16 +118,9 @@ class CheckpointingOpportunity(Rule):
         kwargs = '{"use_reentrant": False}'
         for found in _checkpointing(facts).library_models:
             if found.library == "trainer":
-                message = (
-                    f"`{facts.code(found.callee)}(...)` trains without `gradient_checkpointing=True`: the "
-                    "Trainer keeps every layer's activations; checkpointing trades about one extra forward "
-                    "pass for most of that memory (a trade-off, not a defect)"
-                )
                 edit = build.add_keyword(facts.source, found.node, "gradient_checkpointing", "True")
-                fix = (
-                    Fix("Set `gradient_checkpointing=True`", Applicability.UNSAFE, (edit,)) if edit else None
-                )
-                yield self.finding(facts, found.callee, message, fix)
+                fix = self.fix("trainer-switch", Applicability.UNSAFE, (edit,)) if edit else None
+                yield self.report(facts, found.callee, "trainer", fix=fix, arguments=facts.code(found.callee))
                 continue
             if found.library == "transformers":
                 switch = (
@@ -105,18 +129,11 @@ class CheckpointingOpportunity(Rule):
             else:
                 switch = f"{found.model}.set_grad_checkpointing()"
             library = "Hugging Face" if found.library == "transformers" else "timm"
-            message = (
-                f"`{found.model}` is a trained {library} model, a stack of repeated blocks, with no "
-                f"activation checkpointing: its own switch `{switch}` trades about one extra forward pass "
-                "for most of the activation memory (a trade-off, not a defect)"
-            )
             edit = build.statement_after(facts.source, found.statement, switch) if found.statement else None
-            fix = (
-                Fix("Turn on the model's gradient checkpointing", Applicability.UNSAFE, (edit,))
-                if edit
-                else None
+            fix = self.fix("library-switch", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.report(
+                facts, found.node, "library-model", fix=fix, model=found.model, library=library, switch=switch
             )
-            yield self.finding(facts, found.node, message, fix)
 
     def _fix(self, facts: ModuleFacts, stack: Stack) -> tuple[str, Fix | None]:
         edits = []
@@ -127,13 +144,8 @@ class CheckpointingOpportunity(Rule):
                 return reason, None
             edits.append(edit)
             imports.extend(i for i in needed if i not in imports)
-        whole = stack.applications[0].whole
-        title = (
-            f"Checkpoint `{stack.attribute}` with `checkpoint_sequential` while training"
-            if whole
-            else f"Checkpoint each block of `{stack.attribute}` while training"
-        )
-        return "", Fix(title, Applicability.UNSAFE, tuple(edits), tuple(imports))
+        title = "checkpoint-sequential" if stack.applications[0].whole else "checkpoint-each"
+        return "", self.fix(title, Applicability.UNSAFE, edits, imports, attribute=stack.attribute)
 
     def _application_edit(self, facts: ModuleFacts, application: Application):
         if application.inline:
@@ -184,35 +196,36 @@ class CheckpointWithoutUseReentrant(Rule):
     name = "checkpoint-without-use-reentrant"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("checkpoint",)
+    messages = {
+        "checkpoint": (
+            '`{callee}(...)` without an explicit `use_reentrant`: torch warns on every call ("the '
+            'use_reentrant parameter should be passed explicitly") and recommends `use_reentrant=False`'
+        ),
+        "hugging-face": (
+            "{switch} without `gradient_checkpointing_kwargs`: Hugging Face then checkpoints with "
+            '`use_reentrant=True`; pass `gradient_checkpointing_kwargs={{"use_reentrant": False}}`'
+        ),
+    }
+    fix_titles = {
+        "checkpoint": "Pass `use_reentrant=False`",
+        "hugging-face": "Pass `use_reentrant=False` to Hugging Face",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _checkpointing(facts).checkpoint_calls:
             if not found.lacks_use_reentrant or found.never_runs:
                 continue  # chosen; or behind a switch that nothing turns on, where no variant ever runs
-            callee = facts.code(found.callee)
-            message = (
-                f'`{callee}(...)` without an explicit `use_reentrant`: torch warns on every call ("the '
-                'use_reentrant parameter should be passed explicitly") and recommends `use_reentrant=False`'
-            )
             edit = build.add_keyword(facts.source, found.call.node, "use_reentrant", "False")
-            fix = Fix("Pass `use_reentrant=False`", Applicability.UNSAFE, (edit,)) if edit else None
-            yield self.finding(facts, found.callee, message, fix)
+            fix = self.fix("checkpoint", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.report(facts, found.callee, "checkpoint", fix=fix, callee=facts.code(found.callee))
         for found in _checkpointing(facts).hf_checkpointing:
             what = (
                 "`TrainingArguments(gradient_checkpointing=True)`"
                 if found.training_arguments
                 else (f"`{facts.code(found.callee)}()`")
             )
-            message = (
-                f"{what} without `gradient_checkpointing_kwargs`: Hugging Face then checkpoints with "
-                '`use_reentrant=True`; pass `gradient_checkpointing_kwargs={"use_reentrant": False}`'
-            )
             edit = build.add_keyword(
                 facts.source, found.call, "gradient_checkpointing_kwargs", '{"use_reentrant": False}'
             )
-            fix = (
-                Fix("Pass `use_reentrant=False` to Hugging Face", Applicability.UNSAFE, (edit,))
-                if edit
-                else None
-            )
-            yield self.finding(facts, found.callee, message, fix)
+            fix = self.fix("hugging-face", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.report(facts, found.callee, "hugging-face", fix=fix, switch=what)

@@ -57,6 +57,20 @@ class ModelNotCompiled(Rule):
         "Adadelta", "Adafactor", "Muon", "Adan", "Prodigy", "Sophia", "Shampoo", "Ranger", "NovoGrad", "LARS",
         "Lars", "TrainingArguments", "trl", "train(", "train_", "Trainer", "fit(",
     )  # fmt: skip
+    messages = {
+        "never-compiled": (
+            "`{model}` is trained (by {how}) but never compiled: `torch.compile` usually makes each training "
+            "step faster on the GPU"
+        ),
+        "trainer-uncompiled": (
+            "`{arguments}(...)` trains without `torch_compile=True`: the Trainer runs the model uncompiled"
+        ),
+    }
+    fix_titles = {
+        "torch-compile": "Compile `{model}` with `torch.compile` ({why})",
+        "in-place": "Compile `{model}` in place",
+        "torch-compile-argument": "Set `torch_compile=True`",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
@@ -83,12 +97,10 @@ class ModelNotCompiled(Rule):
                 continue  # `autograd.grad(..., create_graph=True)` (a gradient penalty): compile cannot
             builds = model.builds
             where = builds[-1].node if len(builds) == 1 else model.trained_at
-            message = (
-                f"`{model.text}` is trained (by {model.how}) but never compiled: `torch.compile` usually "
-                "makes each training step faster on the GPU"
-            )
             reason, fix = self._fix(facts, model)
-            yield self.finding(facts, where, message, fix, no_fix(reason))
+            yield self.report(
+                facts, where, "never-compiled", fix=fix, note=no_fix(reason), model=model.text, how=model.how
+            )
         yield from self._training_arguments(facts)
 
     def _may_be_cuda(self, device) -> bool:
@@ -162,18 +174,19 @@ class ModelNotCompiled(Rule):
             name, imports = torch
             code = f"{model.text} = {name}.compile({model.text})"
             why = "before `trainer.fit`, as Lightning documents" if model.framework else f"an `nn.{builtin}`"
-            title = f"Compile `{model.text}` with `torch.compile` ({why})"
+            title, fields = "torch-compile", {"model": model.text, "why": why}
         else:
             if not self.torch_supports((2, 2), facts):
                 return (
                     "`Module.compile()` needs torch 2.2 (see the `torch-version` setting), and "
                     "`torch.compile(model)` would rename the `state_dict` keys"
                 ), None
-            code, imports, title = f"{model.text}.compile()", (), f"Compile `{model.text}` in place"
+            code, imports = f"{model.text}.compile()", ()
+            title, fields = "in-place", {"model": model.text}
         edit = build.statement_after(facts.source, anchor.statement, code)
         if edit is None:
             return "it is built on a line shared with other code", None
-        return "", Fix(title, Applicability.UNSAFE, (edit,), imports)
+        return "", self.fix(title, Applicability.UNSAFE, (edit,), imports, **fields)
 
     def _training_arguments(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         """Hugging Face: the `Trainer` compiles the model when `TrainingArguments(torch_compile=True)`."""
@@ -183,29 +196,29 @@ class ModelNotCompiled(Rule):
                 continue
             if not arguments.lacks("torch_compile") or facts.models.compile_sites:
                 continue
-            message = (
-                f"`{arguments.callee_text}(...)` trains without `torch_compile=True`: the Trainer runs the "
-                "model uncompiled"
-            )
             edit = build.add_keyword(facts.source, arguments.call, "torch_compile", "True")
-            fix = Fix("Set `torch_compile=True`", Applicability.UNSAFE, (edit,)) if edit else None
-            yield self.finding(facts, arguments.callee, message, fix)
+            fix = self.fix("torch-compile-argument", Applicability.UNSAFE, (edit,)) if edit else None
+            yield self.report(
+                facts, arguments.callee, "trainer-uncompiled", fix=fix, arguments=arguments.callee_text
+            )
 
 
 class CompileInLoop(Rule):
     code = "TL102"
     name = "compile-in-loop"
     needs_text = ("compile",)
+    messages = {
+        "every-step": (
+            "{compile} runs on every training step or epoch: each call builds a new compiled wrapper and can "
+            "recompile; compile once, before the loop"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.models.compile_sites:
             if site.call is None or site.call.conditional or not _questions(facts).runs_every_step(site):
                 continue
-            message = (
-                f"{site.how} runs on every training step or epoch: each call builds a new compiled wrapper "
-                "and can recompile; compile once, before the loop"
-            )
-            yield self.finding(facts, site.node, message)
+            yield self.report(facts, site.node, "every-step", compile=site.how)
 
 
 class CompiledModelNotUsed(Rule):
@@ -213,6 +226,20 @@ class CompiledModelNotUsed(Rule):
     name = "compiled-model-not-used"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("compile",)
+    messages = {
+        "dropped": (
+            "the result of `{call}` is dropped: `torch.compile` returns a compiled module and leaves "
+            "`{model}` as it was, so nothing is compiled"
+        ),
+        "unused": (
+            "`{target}` holds the compiled `{model}` but is never used, while `{model}` itself is called: "
+            "training runs uncompiled"
+        ),
+    }
+    fix_titles = {
+        "sequential": "Use `{model} = {callee}({model})` (its `state_dict` keys gain `_orig_mod.`)",
+        "in-place": "Compile `{model}` in place",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.models.compile_sites:
@@ -223,21 +250,15 @@ class CompiledModelNotUsed(Rule):
             model = facts.code(site.compiled)
             scope = site.call.scope
             if site.standalone:
-                message = (
-                    f"the result of `{_head(facts.code(site.node))}` is dropped: `torch.compile` returns "
-                    f"a compiled module and leaves `{model}` as it was, so nothing is compiled"
-                )
+                kind, fields = "dropped", {"call": _head(facts.code(site.node)), "model": model}
                 statement = _questions(facts).standalone_statement(site.node)
             elif _questions(facts).unused_result(site):
-                message = (
-                    f"`{site.target_text}` holds the compiled `{model}` but is never used, while `{model}` "
-                    "itself is called: training runs uncompiled"
-                )
+                kind, fields = "unused", {"target": site.target_text, "model": model}
                 statement = site.target
             else:
                 continue
             reason, fix = self._in_place(facts, site, statement, scope)
-            yield self.finding(facts, site.node, message, fix, no_fix(reason))
+            yield self.report(facts, site.node, kind, fix=fix, note=no_fix(reason), **fields)
 
     def _in_place(
         self, facts: ModuleFacts, site: CompileSite, statement, scope: Scope
@@ -254,10 +275,10 @@ class CompiledModelNotUsed(Rule):
             if clash:
                 return clash, None
             code = f"{model} = {site.callee}({', '.join([model, *options])})"
-            title = f"Use `{model} = {site.callee}({model})` (its `state_dict` keys gain `_orig_mod.`)"
+            title = "sequential"
         elif self.torch_supports((2, 2), facts):
             code = f"{model}.compile({', '.join(options)})"
-            title = f"Compile `{model}` in place"
+            title = "in-place"
         else:
             return "", None
         try:
@@ -273,25 +294,26 @@ class CompiledModelNotUsed(Rule):
             if kept is None:
                 return f"{observers}, and `{removed} = {model}` would not stand on a line of its own", None
             edits.append(kept)
-        return "", Fix(title, Applicability.UNSAFE, tuple(edits))
+        return "", self.fix(title, Applicability.UNSAFE, edits, model=model, callee=site.callee)
 
 
 class CompileAfterDistributedWrap(Rule):
     code = "TL104"
     name = "compile-after-distributed-wrap"
     needs_text = ("compile",)
+    messages = {
+        "wrapper": (
+            "{compile} compiles the `{wrapper}` wrapper: torch.compile does not handle distributed wrappers "
+            'well; compile the inner module before wrapping it (PyTorch\'s "Where to apply torch.compile?")'
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.models.compile_sites:
             wrapper = _questions(facts).wrapper_compiled(site)
             if wrapper is None:
                 continue
-            message = (
-                f"{site.how} compiles the `{wrapper}` wrapper: torch.compile does not handle distributed "
-                "wrappers well; compile the inner module before wrapping it (PyTorch's \"Where to apply "
-                'torch.compile?")'
-            )
-            yield self.finding(facts, site.node, message)
+            yield self.report(facts, site.node, "wrapper", compile=site.how, wrapper=wrapper)
 
 
 class SequentialCompileNoop(Rule):
@@ -299,6 +321,15 @@ class SequentialCompileNoop(Rule):
     name = "sequential-compile-noop"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("compile",)
+    messages = {
+        "sequential": (
+            "`{model}` is an `nn.Sequential`, whose `.compile()` compiles nothing (Dynamo skips "
+            "`Sequential`'s call); use `torch.compile`"
+        ),
+    }
+    fix_titles = {
+        "torch-compile": "Use `{model} = torch.compile({model})` (its `state_dict` keys gain `_orig_mod.`)"
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in facts.models.compile_sites:
@@ -307,13 +338,10 @@ class SequentialCompileNoop(Rule):
             scope = site.call.scope
             if not _questions(facts).is_sequential(site.compiled, scope):
                 continue
-            model = facts.code(site.compiled)
-            message = (
-                f"`{model}` is an `nn.Sequential`, whose `.compile()` compiles nothing (Dynamo skips "
-                "`Sequential`'s call); use `torch.compile`"
-            )
             reason, fix = self._fix(facts, site, scope)
-            yield self.finding(facts, site.node, message, fix, no_fix(reason))
+            yield self.report(
+                facts, site.node, "sequential", fix=fix, note=no_fix(reason), model=facts.code(site.compiled)
+            )
 
     def _fix(self, facts: ModuleFacts, site: CompileSite, scope: Scope) -> tuple[str, Fix | None]:
         statement = _questions(facts).standalone_statement(site.node)
@@ -333,8 +361,7 @@ class SequentialCompileNoop(Rule):
             edit = build.replace_statement(facts.source, statement, code)
         except build.EditError:
             return "", None
-        title = f"Use `{model} = torch.compile({model})` (its `state_dict` keys gain `_orig_mod.`)"
-        return "", Fix(title, Applicability.UNSAFE, (edit,), imports)
+        return "", self.fix("torch-compile", Applicability.UNSAFE, (edit,), imports, model=model)
 
 
 GRAPH_BREAKS_URL = "https://docs.pytorch.org/docs/stable/compile/programming_model.graph_breaks_index.html"
@@ -384,16 +411,27 @@ class LikelyGraphBreak(Rule):
     }
     remedies["logging"] = remedies["warning"] = remedies["print"]
     remedies["scalar"] = remedies["item"]
+    messages = {
+        "break": (
+            "{construct} in {where}, which is compiled {compiled_at}: {reason}, so Dynamo likely breaks the "
+            "graph here and the compiled {what} runs as several graphs with Python in between"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _graph_breaks(facts).likely_breaks:
-            message = (
-                f"{found.construct} in {found.where}, which is compiled {found.compiled_at}: "
-                f"{self.reasons[found.kind]}, so Dynamo likely breaks the graph here and the compiled "
-                f"{found.what} runs as several graphs with Python in between"
-            )
             note = no_fix(f"{self.remedies[found.kind]}; see {GRAPH_BREAKS_URL}")
-            yield self.finding(facts, found.node, message, None, note)
+            yield self.report(
+                facts,
+                found.node,
+                "break",
+                note=note,
+                construct=found.construct,
+                where=found.where,
+                compiled_at=found.compiled_at,
+                reason=self.reasons[found.kind],
+                what=found.what,
+            )
 
 
 RECOMPILE_RECIPE = "https://docs.pytorch.org/tutorials/recipes/compiling_optimizer_lr_scheduler.html"
@@ -409,19 +447,28 @@ class CompiledStepFloatLr(Rule):
     name = "compiled-step-float-lr"
     speed_advice = True
     needs_text = ("compile",)
+    messages = {
+        "recompiles": (
+            "`{optimizer}.step` is compiled while `{scheduler}` changes its learning rate, a Python float: "
+            "before torch 2.6 Dynamo guards on its value and recompiles the step at every change, until the "
+            "recompile limit, and then runs it uncompiled"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.torch_supports((2, 6), facts):
             return  # floats are traced as symbols: one recompile, then none
         for found in _recompiles(facts).recompiling_steps:
-            message = (
-                f"`{found.optimizer}.step` is compiled while `{found.scheduler}` changes its learning rate, "
-                "a Python float: before torch 2.6 Dynamo guards on its value and recompiles the step at "
-                "every change, until the recompile limit, and then runs it uncompiled"
-            )
             remedy = "pass the learning rate as a tensor (`lr=torch.tensor(0.01)`)"
             note = no_fix(f"{remedy}; see {RECOMPILE_RECIPE}")
-            yield self.finding(facts, found.site, message, None, note)
+            yield self.report(
+                facts,
+                found.site,
+                "recompiles",
+                note=note,
+                optimizer=found.optimizer,
+                scheduler=found.scheduler,
+            )
 
 
 def _recompiles(facts: ModuleFacts) -> RecompileAnalysis:

@@ -67,14 +67,10 @@ class _LoaderRule(Rule):
         safety: Applicability,
         imports: tuple[AddImport, ...] = (),
     ) -> Fix | None:
-        """The fix that sets `name=value`: where the loader sets it now, else as a new keyword."""
+        """The fix that sets `name=value` (titled by the fix title `title`, which may say `{name}` and
+        `{value}`): where the loader sets it now, else as a new keyword."""
         edit = build.set_keyword(facts.source, loader.arguments, name, value)
-        return Fix(title, safety, (edit,), imports) if edit is not None else None
-
-    def finding_on_loader(
-        self, facts: ModuleFacts, loader: Loader, message: str, fix: Fix | None, note: str = ""
-    ):
-        return self.finding(facts, loader.callee, message, fix, note)
+        return self.fix(title, safety, (edit,), imports, name=name, value=value) if edit is not None else None
 
 
 class DataLoaderWithoutWorkers(_LoaderRule):
@@ -82,6 +78,13 @@ class DataLoaderWithoutWorkers(_LoaderRule):
     name = "dataloader-without-workers"
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
+    messages = {
+        "no-workers": (
+            "`{loader}` feeds training {how}: every batch is loaded in the training process while the GPU "
+            "waits"
+        ),
+    }
+    fix_titles = {"workers": "Use one worker per CPU (at most 8)"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
@@ -103,12 +106,10 @@ class DataLoaderWithoutWorkers(_LoaderRule):
                 if loader.option("num_workers") is None
                 else "with `num_workers=0`"
             )
-            message = (
-                f"`{loader.callee_text}` feeds training {how}: every batch is loaded in the "
-                "training process while the GPU waits"
-            )
             note, fix = self._fix(facts, loader)
-            yield self.finding_on_loader(facts, loader, message, fix, note)
+            yield self.report(
+                facts, loader.callee, "no-workers", fix=fix, note=note, loader=loader.callee_text, how=how
+            )
 
     def _fix(self, facts: ModuleFacts, loader: Loader) -> tuple[str, Fix | None]:
         """The fix, or why there is none."""
@@ -133,10 +134,9 @@ class DataLoaderWithoutWorkers(_LoaderRule):
         if os_module is None:
             return "", None
         name, imports = os_module
-        title = "Use one worker per CPU (at most 8)"
         workers = WORKERS.format(os=name)
         return "", self.set_option(
-            facts, loader, "num_workers", workers, title, Applicability.UNSAFE, imports
+            facts, loader, "num_workers", workers, "workers", Applicability.UNSAFE, imports
         )
 
 
@@ -145,6 +145,17 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
     name = "dataloader-without-pin-memory"
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
+    messages = {
+        "unpinned": (
+            "`{loader}` feeds GPU training without `pin_memory=True`: every host-to-device copy of a batch "
+            "is synchronous"
+        ),
+        "trainer-unpinned": (
+            "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device copies of "
+            "every batch are synchronous"
+        ),
+    }
+    fix_titles = {"set": "Set `{name}={value}`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
@@ -166,22 +177,14 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
                 continue  # the dataset moves samples to the GPU itself: pinning would raise
             if _datasets(facts).batches_unpinnable(loader):
                 continue  # its batches are project objects without `pin_memory()`: pinning skips them
-            message = (
-                f"`{loader.callee_text}` feeds GPU training without `pin_memory=True`: every "
-                "host-to-device copy of a batch is synchronous"
-            )
-            yield self.finding_on_loader(facts, loader, message, self._fix(facts, loader, device, on_cpu))
+            fix = self._fix(facts, loader, device, on_cpu)
+            yield self.report(facts, loader.callee, "unpinned", fix=fix, loader=loader.callee_text)
         for arguments in facts.hf_training_arguments:  # the Trainer pins by default; False turns it off
             if arguments.is_constant("dataloader_pin_memory", False):
-                message = (
-                    "`TrainingArguments` with `dataloader_pin_memory=False`: the Trainer's host-to-device "
-                    "copies of every batch are synchronous"
-                )
-                title = "Set `dataloader_pin_memory=True`"
                 fix = self.set_option(
-                    facts, arguments, "dataloader_pin_memory", "True", title, Applicability.UNSAFE
+                    facts, arguments, "dataloader_pin_memory", "True", "set", Applicability.UNSAFE
                 )
-                yield self.finding_on_loader(facts, arguments, message, fix)
+                yield self.report(facts, arguments.callee, "trainer-unpinned", fix=fix)
 
     def _fix(self, facts: ModuleFacts, loader: Loader, device: Device, on_cpu: bool | None) -> Fix | None:
         imports: tuple[AddImport, ...] = ()
@@ -193,8 +196,7 @@ class DataLoaderWithoutPinMemory(_LoaderRule):
                 return None
             value, imports = f"{torch[0]}.cuda.is_available()", torch[1]
         applicability = Applicability.SAFE if on_cpu else Applicability.UNSAFE
-        title = f"Set `pin_memory={value}`"
-        return self.set_option(facts, loader, "pin_memory", value, title, applicability, imports)
+        return self.set_option(facts, loader, "pin_memory", value, "set", applicability, imports)
 
 
 class DataLoaderWorkersNotPersistent(_LoaderRule):
@@ -202,6 +204,24 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
     name = "dataloader-workers-not-persistent"
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
+    messages = {
+        "restarted": (
+            "`{loader}` is iterated every epoch with worker processes but without `persistent_workers=True`: "
+            "every epoch starts all of its workers again"
+        ),
+        "restarted-on-a-path": (
+            "`{loader}` is iterated every epoch with worker processes (on the path that sets `num_workers`) "
+            "but without `persistent_workers=True`: every epoch starts all of its workers again"
+        ),
+        "trainer-restarted": (
+            "`TrainingArguments` with `dataloader_num_workers` but without "
+            "`dataloader_persistent_workers=True`: every epoch starts the loader's workers again"
+        ),
+    }
+    fix_titles = {
+        "set": "Set `{name}={value}`",
+        "beside-workers": "Set `persistent_workers=True` where `num_workers` is set",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for finding in self._found(facts):
@@ -230,46 +250,35 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
                 # and fixed beside it, so the other path keeps its 0 workers.
                 if not _positive(workers.value.literal) or not workers.value.is_literal:
                     continue
-                message = (
-                    f"`{loader.callee_text}` is iterated every epoch with worker processes (on the path "
-                    "that sets `num_workers`) but without `persistent_workers=True`: every epoch starts all "
-                    "of its workers again"
+                fix = self._fix_beside(facts, workers)
+                yield self.report(
+                    facts, loader.callee, "restarted-on-a-path", fix=fix, loader=loader.callee_text
                 )
-                yield self.finding_on_loader(facts, loader, message, self._fix_beside(facts, workers))
                 continue
             if not _may_start_workers(workers):
                 continue
             if _datasets(facts).zero_from_every_caller(loader, workers.expression):
                 continue  # `num_workers` is a parameter every caller leaves at 0
             known, _ = workers.constant()
-            message = (
-                f"`{loader.callee_text}` is iterated every epoch with worker processes but without "
-                "`persistent_workers=True`: every epoch starts all of its workers again"
-            )
             fix = self._fix(facts, loader, workers, known)
             if fix is None and known:
                 fix = self._fix_beside(facts, workers)
-            yield self.finding_on_loader(facts, loader, message, fix)
+            yield self.report(facts, loader.callee, "restarted", fix=fix, loader=loader.callee_text)
         for arguments in facts.hf_training_arguments:  # the Trainer iterates its loader once per epoch
             workers = arguments.option("dataloader_num_workers")
             if workers is None or workers.conditional or not arguments.lacks("dataloader_persistent_workers"):
                 continue
             known, _ = workers.constant()
             if _may_start_workers(workers):
-                message = (
-                    "`TrainingArguments` with `dataloader_num_workers` but without "
-                    "`dataloader_persistent_workers=True`: every epoch starts the loader's workers again"
-                )
                 fix = self._fix(facts, arguments, workers, known, "dataloader_persistent_workers")
-                yield self.finding_on_loader(facts, arguments, message, fix)
+                yield self.report(facts, arguments.callee, "trainer-restarted", fix=fix)
 
     def _fix_beside(self, facts: ModuleFacts, workers: Argument) -> Fix | None:
         """`"persistent_workers": True` in the dict (or `dict(...)`, `.update(...)`) that sets the workers."""
         if workers.holder is None or workers.node is None:
             return None
         edit = build.set_beside(facts.source, workers.holder, workers.node, "persistent_workers", "True")
-        title = "Set `persistent_workers=True` where `num_workers` is set"
-        return Fix(title, Applicability.UNSAFE, (edit,)) if edit is not None else None
+        return self.fix("beside-workers", Applicability.UNSAFE, (edit,)) if edit is not None else None
 
     def _fix(
         self,
@@ -286,13 +295,32 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
             value = f"{facts.operand(workers.expression)} > 0"
         else:
             return None
-        return self.set_option(facts, loader, name, value, f"Set `{name}={value}`", Applicability.UNSAFE)
+        return self.set_option(facts, loader, name, value, "set", Applicability.UNSAFE)
 
 
 class DataLoaderInvalidWorkerOptions(_LoaderRule):
     code = "TL204"
     name = "dataloader-invalid-worker-options"
     severity = Severity.ERROR
+    messages = {
+        "trainer-persistent": (
+            "`TrainingArguments` with `dataloader_persistent_workers=True` and no `dataloader_num_workers`: "
+            "the Trainer's DataLoader raises ValueError"
+        ),
+        "trainer-prefetch": (
+            "`TrainingArguments` with `dataloader_prefetch_factor={prefetch}` and no "
+            "`dataloader_num_workers` raises ValueError"
+        ),
+        "negative-workers": "`{loader}` with `num_workers={workers}` raises ValueError",
+        "persistent": (
+            "`{loader}` with `persistent_workers=True` and no workers raises ValueError "
+            '("persistent_workers option needs num_workers > 0")'
+        ),
+        "prefetch": (
+            "`{loader}` with `prefetch_factor={prefetch}` and no workers raises ValueError (prefetch_factor "
+            "only applies to worker processes)"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         yield from self._check_loaders(facts)
@@ -303,48 +331,26 @@ class DataLoaderInvalidWorkerOptions(_LoaderRule):
             ):
                 continue
             if arguments.is_constant("dataloader_persistent_workers", True):
-                message = (
-                    "`TrainingArguments` with `dataloader_persistent_workers=True` and no "
-                    "`dataloader_num_workers`: the Trainer's DataLoader raises ValueError"
-                )
-                yield self.finding_on_loader(facts, arguments, message, None)
+                yield self.report(facts, arguments.callee, "trainer-persistent")
             prefetch_known, prefetch = arguments.constant("dataloader_prefetch_factor")
             if prefetch_known and prefetch is not None:
-                message = (
-                    f"`TrainingArguments` with `dataloader_prefetch_factor={prefetch}` and no "
-                    "`dataloader_num_workers` raises ValueError"
-                )
-                yield self.finding_on_loader(facts, arguments, message, None)
+                yield self.report(facts, arguments.callee, "trainer-prefetch", prefetch=prefetch)
 
     def _check_loaders(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loader in facts.loaders:
             callee = loader.callee_text
             known, workers = loader.constant("num_workers")
             if known and isinstance(workers, int) and workers < 0:
-                yield self.finding_on_loader(
-                    facts, loader, f"`{callee}` with `num_workers={workers}` raises ValueError", None
-                )
+                yield self.report(facts, loader.callee, "negative-workers", loader=callee, workers=workers)
                 continue
             if not loader.without_workers():
                 continue
             _, persistent = loader.constant("persistent_workers")
             prefetch_known, prefetch = loader.constant("prefetch_factor")
             if persistent is True:
-                yield self.finding_on_loader(
-                    facts,
-                    loader,
-                    f"`{callee}` with `persistent_workers=True` and no workers raises ValueError "
-                    '("persistent_workers option needs num_workers > 0")',
-                    None,
-                )
+                yield self.report(facts, loader.callee, "persistent", loader=callee)
             elif prefetch_known and prefetch is not None:
-                yield self.finding_on_loader(
-                    facts,
-                    loader,
-                    f"`{callee}` with `prefetch_factor={prefetch}` and no workers raises ValueError "
-                    "(prefetch_factor only applies to worker processes)",
-                    None,
-                )
+                yield self.report(facts, loader.callee, "prefetch", loader=callee, prefetch=prefetch)
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -355,6 +361,13 @@ class BlockingHostToDeviceCopy(Rule):
 
     # The loop iterates a loader named in this file (`DataLoader(...)`, `train_loader`, `dataloaders[phase]`).
     needs_text = ("oader",)
+    messages = {
+        "blocking": (
+            "`.{method}(...)` of a batch from a pinned loader without `non_blocking=True`: the copy blocks "
+            "the training loop instead of overlapping with compute"
+        ),
+    }
+    fix_titles = {"non-blocking": "Add `non_blocking=True`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for loop in facts.training.training_loops:
@@ -367,15 +380,9 @@ class BlockingHostToDeviceCopy(Rule):
             for move in facts.batch_moves(loop):
                 if not move.blocks:
                     continue  # non_blocking=True, or set by the user
-                message = (
-                    f"`.{move.method}(...)` of a batch from a pinned loader without `non_blocking=True`: the "
-                    "copy blocks the training loop instead of overlapping with compute"
-                )
                 edit = build.add_keyword(facts.source, move.call, "non_blocking", "True")
-                fix = (
-                    Fix("Add `non_blocking=True`", Applicability.SAFE, (edit,)) if edit is not None else None
-                )
-                yield self.finding(facts, move.callee, message, fix)
+                fix = self.fix("non-blocking", Applicability.SAFE, (edit,)) if edit is not None else None
+                yield self.report(facts, move.callee, "blocking", fix=fix, method=move.method)
 
 
 def _may_start_workers(workers: Argument) -> bool:

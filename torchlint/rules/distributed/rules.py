@@ -35,14 +35,19 @@ class AccumulationWithoutNoSync(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "FSDP", "backward")
+    messages = {
+        "every-micro-batch": (
+            "`{backward}` runs on every micro-batch of a `{wrapper}` model while the optimizer steps only "
+            "{how}: each backward all-reduces the gradients across the processes; skip that on the "
+            "micro-batches that do not step, with `model.no_sync()`"
+        ),
+    }
+    fix_titles = {
+        "no-sync": "Skip the all-reduce on the micro-batches that do not step (`{model}.no_sync()`)"
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _accumulation(facts).without_no_sync:
-            message = (
-                f"`{found.backward_text}` runs on every micro-batch of a `{found.wrapper}` model while the "
-                f"optimizer steps only {found.how}: each backward all-reduces the gradients across the "
-                "processes; skip that on the micro-batches that do not step, with `model.no_sync()`"
-            )
             fix = self._fix(facts, found.plan) if found.plan is not None else None
             reason = (
                 "the forward and backward passes of the micro-batches that do not step go under "
@@ -50,7 +55,16 @@ class AccumulationWithoutNoSync(Rule):
                 "on the loop's shape"
             )
             note = "" if fix else no_fix(reason)
-            yield self.finding(facts, found.backward, message, fix, note)
+            yield self.report(
+                facts,
+                found.backward,
+                "every-micro-batch",
+                fix=fix,
+                note=note,
+                backward=found.backward_text,
+                wrapper=found.wrapper,
+                how=found.how,
+            )
 
     def _fix(self, facts: ModuleFacts, plan: NoSyncPlan) -> Fix | None:
         contextlib = build.name_module(facts.source, "contextlib", plan.scope)
@@ -64,8 +78,7 @@ class AccumulationWithoutNoSync(Rule):
             return None
         if edit is None:
             return None
-        title = f"Skip the all-reduce on the micro-batches that do not step (`{plan.model}.no_sync()`)"
-        return Fix(title, Applicability.UNSAFE, (edit,), imports)
+        return self.fix("no-sync", Applicability.UNSAFE, (edit,), imports, model=plan.model)
 
 
 class DataParallelInTraining(Rule):
@@ -73,17 +86,20 @@ class DataParallelInTraining(Rule):
     name = "data-parallel-in-training"
     speed_advice = True
     needs_text = ("DataParallel",)
+    messages = {
+        "threads": (
+            "`{wrapper}` runs `{model}` in one process with a thread per GPU: every step copies the model to "
+            "each GPU and scatters and gathers through the first one, and the threads share the GIL; PyTorch "
+            "recommends `DistributedDataParallel`, one process per GPU, even on one machine"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for wrap in _wrappers(facts).data_parallel:
-            message = (
-                f"`{wrap.callee_text}` runs `{wrap.model}` in one process with a thread per GPU: every step "
-                "copies the model to each GPU and scatters and gathers through the first one, and the "
-                "threads share the GIL; PyTorch recommends `DistributedDataParallel`, one process per GPU, "
-                "even on one machine"
-            )
             note = no_fix(
                 "DistributedDataParallel needs a process per GPU (`torchrun`), a process group and a "
                 "`DistributedSampler`"
             )
-            yield self.finding(facts, wrap.callee, message, note=note)
+            yield self.report(
+                facts, wrap.callee, "threads", note=note, wrapper=wrap.callee_text, model=wrap.model
+            )

@@ -61,20 +61,40 @@ class TrainingWithoutAutocast(Rule):
     fix_availability = FixAvailability.SOMETIMES
     # A backward pass (`.backward(`, `manual_backward`) or a framework object that runs one.
     needs_text = ("backward", "Trainer", "Accelerator", "TrainingArguments", "Config")
+    messages = {
+        "framework": (
+            "`{callee}(...)` trains in full precision: without `{switch}=` the {framework} loop runs float32 "
+            "on the GPU; `{switch}={value}` runs matrix math on tensor cores"
+        ),
+        "float32-forward": (
+            "`{callee}(...)` runs the forward pass of a training loop on the GPU in float32: "
+            "`torch.autocast` runs matrix math in half precision on tensor cores and roughly halves "
+            "activation memory"
+        ),
+    }
+    fix_titles = {
+        "switch": "Set `{switch}={value}`",
+        "autocast": "Run the forward pass and the loss under `torch.autocast` (bfloat16)",
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla:
             return
         # Each framework trains on the GPU when there is one (unless told otherwise, which the facts exclude).
         for call, callee, framework, switch, value in _precision(facts).framework_gaps:
-            owner = _FRAMEWORK_NAMES[framework]
-            message = (
-                f"`{facts.code(callee)}(...)` trains in full precision: without `{switch}=` the {owner} "
-                f"loop runs float32 on the GPU; `{switch}={value}` runs matrix math on tensor cores"
-            )
+            fields = {"switch": switch, "value": value}
             edit = build.add_keyword(facts.source, call, switch, value)
-            fix = Fix(f"Set `{switch}={value}`", Applicability.UNSAFE, (edit,)) if edit else None
-            yield self.finding(facts, callee, message, fix)
+            fix = self.fix("switch", Applicability.UNSAFE, (edit,), **fields) if edit else None
+            framework_name = _FRAMEWORK_NAMES[framework]
+            yield self.report(
+                facts,
+                callee,
+                "framework",
+                fix=fix,
+                callee=facts.code(callee),
+                framework=framework_name,
+                **fields,
+            )
         if facts.training.demo_length:
             return  # an API demo of a few steps: its numerics are the point, not its speed
         for loop in facts.training.training_loops:
@@ -93,15 +113,12 @@ class TrainingWithoutAutocast(Rule):
                 return  # sparse matmuls (graph nets) have no half-precision kernels for autocast to pick
             if _sizes(facts).too_small(step) is not None:
                 continue  # one narrow `nn.Linear`: memory-bound in float32, autocast would only add casts
-            message = (
-                f"`{facts.code(step.callee)}(...)` runs the forward pass of a training loop on the GPU "
-                "in float32: `torch.autocast` runs matrix math in half precision on tensor cores and "
-                "roughly halves activation memory"
-            )
             reason = _precision(facts).unsafe_under_autocast or step.why_not
             fix = None if reason else self._fix(facts, loop, step)
             note = "" if fix else no_fix(reason or "the statements cannot be wrapped as written")
-            yield self.finding(facts, step.forward, message, fix, note)
+            yield self.report(
+                facts, step.forward, "float32-forward", fix=fix, note=note, callee=facts.code(step.callee)
+            )
 
     def _fix(self, facts: ModuleFacts, loop, step: TrainingStep) -> Fix | None:
         torch = build.name_module(facts.source, "torch", loop.scope)
@@ -121,8 +138,7 @@ class TrainingWithoutAutocast(Rule):
             return None
         if edit is None:
             return None
-        title = "Run the forward pass and the loss under `torch.autocast` (bfloat16)"
-        return Fix(title, Applicability.UNSAFE, (edit,), imports)
+        return self.fix("autocast", Applicability.UNSAFE, (edit,), imports)
 
 
 class BackwardInsideAutocast(Rule):
@@ -132,14 +148,17 @@ class BackwardInsideAutocast(Rule):
     name = "backward-inside-autocast"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("autocast",)
+    messages = {
+        "inside": (
+            "`{backward}` runs inside an autocast block ({autocast}): backward passes under autocast are not "
+            "recommended (PyTorch AMP docs); end the block after the loss"
+        ),
+    }
+    fix_titles = {"move-out": "Move the backward pass (and what follows it) out of the autocast block"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _precision(facts).backward_in_autocast():
             call = facts.code(found.call).splitlines()[0]
-            message = (
-                f"`{call}` runs inside an autocast block ({found.site.how}): backward passes under autocast "
-                "are not recommended (PyTorch AMP docs); end the block after the loss"
-            )
             fix = None
             if found.block is not None and found.region is not None:
                 try:
@@ -147,9 +166,8 @@ class BackwardInsideAutocast(Rule):
                 except build.EditError:
                     edit = None
                 if edit is not None:
-                    title = "Move the backward pass (and what follows it) out of the autocast block"
-                    fix = Fix(title, Applicability.UNSAFE, (edit,))
-            yield self.finding(facts, found.call, message, fix)
+                    fix = self.fix("move-out", Applicability.UNSAFE, (edit,))
+            yield self.report(facts, found.call, "inside", fix=fix, backward=call, autocast=found.site.how)
 
 
 class ClipGradWithoutUnscale(Rule):
@@ -159,23 +177,25 @@ class ClipGradWithoutUnscale(Rule):
     name = "clip-grad-without-unscale"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("clip_grad",)
+    messages = {
+        "scaled": (
+            "gradients are clipped while still scaled by `{scaler}`: call `{scaler}.unscale_({optimizer})` "
+            "before clipping, or the threshold applies to gradients multiplied by the loss scale"
+        ),
+    }
+    fix_titles = {"unscale": "Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         # One `unscale_` per step (a second one raises): the step's first clip carries it, placed by the facts
         for found in _precision(facts).clips_without_unscale():
             scaler, optimizer = found.scaler, found.optimizer
-            message = (
-                f"gradients are clipped while still scaled by `{scaler}`: call "
-                f"`{scaler}.unscale_({optimizer})` before clipping, or the threshold applies to gradients "
-                "multiplied by the loss scale"
-            )
+            fields = {"scaler": scaler, "optimizer": optimizer}
             fix = None
             if found.before is not None:
                 edit = build.statement_before(facts.source, found.before, f"{scaler}.unscale_({optimizer})")
                 if edit is not None:
-                    title = f"Unscale the gradients first (`{scaler}.unscale_({optimizer})`)"
-                    fix = Fix(title, Applicability.UNSAFE, (edit,))
-            yield self.finding(facts, found.clip, message, fix, found.note)
+                    fix = self.fix("unscale", Applicability.UNSAFE, (edit,), **fields)
+            yield self.report(facts, found.clip, "scaled", fix=fix, note=found.note, **fields)
 
 
 class Fp16AutocastWithoutGradScaler(Rule):
@@ -185,6 +205,15 @@ class Fp16AutocastWithoutGradScaler(Rule):
     name = "fp16-autocast-without-grad-scaler"
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("autocast",)
+    messages = {
+        "no-scaler": (
+            "this autocast runs training in {dtype} with no GradScaler: small gradients underflow to zero in "
+            'float16; scale the loss with `torch.amp.GradScaler("cuda")` or use `dtype=torch.bfloat16`'
+        ),
+    }
+    fix_titles = {
+        "scaler": 'Scale the loss with `torch.amp.GradScaler("cuda")` (scale, unscale_, step, update)'
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site, loop in _precision(facts).fp16_without_scaler():
@@ -193,17 +222,12 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 dtype = f"float16 ({why})"
             else:
                 dtype = "float16 on GPUs without bfloat16"
-            message = (
-                f"this autocast runs training in {dtype} with no GradScaler: small gradients underflow to "
-                'zero in float16; scale the loss with `torch.amp.GradScaler("cuda")` or use '
-                "`dtype=torch.bfloat16`"
-            )
             # a new `scaler` must not take a name bound elsewhere, a star import's included (N3); `unscale_`
             # may run once per step, and some steps have no one place for it (N2)
             plan = _precision(facts).scaler_plan(loop)
             why_not = facts.name_clash("scaler", loop.scope) or (plan.why_not if plan is not None else "")
             fix = None if why_not or plan is None else self._fix(facts, loop, plan)
-            yield self.finding(facts, site.node, message, fix, no_fix(why_not))
+            yield self.report(facts, site.node, "no-scaler", fix=fix, note=no_fix(why_not), dtype=dtype)
 
     def _fix(self, facts: ModuleFacts, loop, plan: ScalerPlan) -> Fix | None:
         """A scaler made once before the (outermost) loop; the backward and the step rewritten where they
@@ -233,8 +257,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             return None
         if any(edit is None for edit in edits):
             return None
-        title = 'Scale the loss with `torch.amp.GradScaler("cuda")` (scale, unscale_, step, update)'
-        return Fix(title, Applicability.UNSAFE, tuple(edits), imports)  # type: ignore[arg-type]
+        return self.fix("scaler", Applicability.UNSAFE, edits, imports)  # type: ignore[arg-type]
 
 
 class GradScalerWithBfloat16(Rule):
@@ -243,15 +266,17 @@ class GradScalerWithBfloat16(Rule):
     code = "TL307"
     name = "grad-scaler-with-bfloat16"
     needs_text = ("GradScaler",)
+    messages = {
+        "needless": (
+            "a GradScaler with bfloat16 autocast only: bfloat16 has float32's range, so gradients do not "
+            "underflow and scaling is needless work (and with bfloat16 parameters `unscale_` fails on CUDA, "
+            "pytorch/pytorch#127176)"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for scaler in _precision(facts).scalers_with_bfloat16():
-            message = (
-                "a GradScaler with bfloat16 autocast only: bfloat16 has float32's range, so gradients do "
-                "not underflow and scaling is needless work (and with bfloat16 parameters `unscale_` fails "
-                "on CUDA, pytorch/pytorch#127176)"
-            )
-            yield self.finding(facts, scaler.node, message)
+            yield self.report(facts, scaler.node, "needless")
 
 
 class _DeprecatedAmpRule(Rule):
@@ -259,6 +284,8 @@ class _DeprecatedAmpRule(Rule):
 
     replacements: frozenset[str] = frozenset()
     fix_availability = FixAvailability.SOMETIMES
+    messages = {"deprecated": "`{old}` is deprecated since torch 2.4: use `{use}`"}
+    fix_titles = {"replace": "Replace with `{callee}`"}
 
     @classmethod
     def could_fire(cls, text: str) -> bool:
@@ -276,38 +303,28 @@ class _DeprecatedAmpRule(Rule):
             if facts.source.is_fallback_for(ref.expr, "torch.amp"):
                 continue  # the old API where the new one is missing (old torch): it must stay
             shown_old = ".".join(old.split(".")[:3] + [old.rsplit(".", 1)[1]])
-            message, fix, note = self.rewrite(facts, ref, shown_old, new)
-            yield self.finding(facts, ref.expr, message, fix, note)
+            fix, note = self.rewrite(facts, ref, new)
+            yield self.report(facts, ref.expr, "deprecated", fix=fix, note=note, old=shown_old, use=_use(new))
 
-    def rewrite(
-        self, facts: ModuleFacts, ref: Reference, old: str, new: Deprecated
-    ) -> tuple[str, Fix | None, str]:
-        """The message, the fix and, when there is none, why."""
-        target = f"torch.amp.{new.replacement}"
-        device = f'"{new.device}"'
-        if new.device_keyword:
-            call_hint = f"{target}(..., {new.device_keyword}={device})"
-        else:
-            call_hint = f"{target}({device}, ...)"
-        message = f"`{old}` is deprecated since torch 2.4: use `{call_hint}`"
-
+    def rewrite(self, facts: ModuleFacts, ref: Reference, new: Deprecated) -> tuple[Fix | None, str]:
+        """The fix and, when there is none, why."""
         from_import = ref.bindings[0] if ref.imported_from(DEPRECATED_MODULES) else None
         torch = build.name_module(facts.source, "torch", ref.scope, beside=from_import)
         if torch is None:
-            return message, None, ""
+            return None, ""
         torch_name, imports = torch
         callee = f"{torch_name}.amp.{new.replacement}"
         try:
             edit = self._rewrite(facts, ref, callee, new)
         except build.EditError:
-            return message, None, ""  # the rewrite cannot be mapped onto the text as written
+            return None, ""  # the rewrite cannot be mapped onto the text as written
         if edit is None:
-            return message, None, self._why_no_fix(ref)
+            return None, self._why_no_fix(ref)
         drops = ()
         if ref.imported_from(DEPRECATED_MODULES):
             drop = build.drop_import_if_unused(facts.source, ref.bindings[0])
             drops = (drop,) if drop is not None else ()
-        return message, Fix(f"Replace with `{callee}`", Applicability.SAFE, (edit,), imports, drops), ""
+        return self.fix("replace", Applicability.SAFE, (edit,), imports, drops, callee=callee), ""
 
     @staticmethod
     def _rewrite(facts: ModuleFacts, ref: Reference, callee: str, new: Deprecated):
@@ -332,6 +349,16 @@ class _DeprecatedAmpRule(Rule):
         if ref.call is not None:
             return no_fix("`*args` cannot be mapped onto the new signature")
         return no_fix("it is referenced, not called, and the new API takes the device first")
+
+
+def _use(new: Deprecated) -> str:
+    """What to call instead: `torch.amp.autocast(..., device_type="cuda")`, `torch.amp.GradScaler("cuda",
+    ...)`."""
+    target = f"torch.amp.{new.replacement}"
+    device = f'"{new.device}"'
+    if new.device_keyword:
+        return f"{target}(..., {new.device_keyword}={device})"
+    return f"{target}({device}, ...)"
 
 
 class DeprecatedAmpAutocast(_DeprecatedAmpRule):

@@ -83,32 +83,35 @@ class HostSyncEveryStep(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("backward",)
+    messages = {
+        "every-step": (
+            "`{read}` reads `{value}` from the GPU every training step: the CPU waits for the step's GPU "
+            "work to finish before it can queue the next one"
+        ),
+    }
+    fix_titles = {"running-total": "Keep `{total}` on the device; read it with `float({total})`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if facts.runs_on_xla:
             return  # lazy XLA tensors: every read runs a graph of its own, a different trade-off
         for read in _syncs(facts).every_step:
-            message = (
-                f"`{read.text}` reads `{read.value}` from the GPU every training step: the CPU waits for "
-                "the step's GPU work to finish before it can queue the next one"
-            )
+            fields = {"read": read.text, "value": read.value}
             total = _running_totals(facts).of(read.node, read.loop) if read.loop is not None else None
             if total is not None:
-                yield self.finding(facts, read.node, message, self._fix(facts, total))
+                yield self.report(facts, read.node, "every-step", fix=self._fix(facts, total), **fields)
                 continue
             note = no_fix(
                 f"keep a running total on the device (`total += {read.value}.detach()`) and read it once per "
                 "log interval (`if step % log_every == 0:`)"
             )
-            yield self.finding(facts, read.node, message, note=note)
+            yield self.report(facts, read.node, "every-step", note=note, **fields)
 
     def _fix(self, facts: ModuleFacts, total: RunningTotal) -> Fix:
         edits = [build.replace_expression(facts.source, total.read, f"{total.operand}.detach().float()")]
         edits += [
             build.replace_expression(facts.source, load, f"float({total.total})") for load in total.loads
         ]
-        title = f"Keep `{total.total}` on the device; read it with `float({total.total})`"
-        return Fix(title, Applicability.UNSAFE, tuple(edits))
+        return self.fix("running-total", Applicability.UNSAFE, edits, total=total.total)
 
 
 class HostTensorMovedEveryStep(Rule):
@@ -117,19 +120,24 @@ class HostTensorMovedEveryStep(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = (".to(", ".cuda(")
+    messages = {
+        "every-step": (
+            "`{factory}(...)` builds a tensor on the CPU and copies it to the GPU every training step: "
+            "create it there with `device={device}`"
+        ),
+    }
+    fix_titles = {"on-the-device": "Create it with `device={device}`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for moved in _host_tensors(facts).every_step:
-            message = (
-                f"`{moved.factory_text}(...)` builds a tensor on the CPU and copies it to the GPU every "
-                f"training step: create it there with `device={moved.device}`"
-            )
             safety = Applicability.UNSAFE if moved.random else Applicability.SAFE
             edit = build.call_replacing(facts.source, moved.copy, moved.factory, "device", moved.device)
             fix = (
-                Fix(f"Create it with `device={moved.device}`", safety, (edit,)) if edit is not None else None
+                self.fix("on-the-device", safety, (edit,), device=moved.device) if edit is not None else None
             )
-            yield self.finding(facts, moved.copy, message, fix)
+            yield self.report(
+                facts, moved.copy, "every-step", fix=fix, factory=moved.factory_text, device=moved.device
+            )
 
 
 class Float32MatmulWithoutTf32(Rule):
@@ -138,6 +146,14 @@ class Float32MatmulWithoutTf32(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("backward",)
+    messages = {
+        "float32": (
+            "this training loop may run on the GPU in float32 with TF32 off (torch's default): matrix "
+            "multiplications (`nn.Linear`, attention) run at full float32 precision instead of on the tensor "
+            "cores of Ampere and later GPUs"
+        ),
+    }
+    fix_titles = {"high": 'Allow TF32 matmuls: `torch.set_float32_matmul_precision("high")` before the loop'}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((1, 12), facts):
@@ -145,13 +161,8 @@ class Float32MatmulWithoutTf32(Rule):
         found = _matmul_precision(facts).float32_loop
         if found is None:
             return
-        message = (
-            "this training loop may run on the GPU in float32 with TF32 off (torch's default): matrix "
-            "multiplications (`nn.Linear`, attention) run at full float32 precision instead of on the tensor "
-            "cores of Ampere and later GPUs"
-        )
         fix, reason = self._fix(facts, found)
-        yield self.finding(facts, found.head, message, fix, note=no_fix(reason) if reason else "")
+        yield self.report(facts, found.head, "float32", fix=fix, note=no_fix(reason) if reason else "")
 
     def _fix(self, facts: ModuleFacts, found: Float32Loop) -> tuple[Fix | None, str]:
         torch = build.name_module(facts.source, "torch", found.loop.scope)
@@ -163,8 +174,7 @@ class Float32MatmulWithoutTf32(Rule):
         )
         if edit is None:
             return None, "the loop shares its line with other code"
-        title = 'Allow TF32 matmuls: `torch.set_float32_matmul_precision("high")` before the loop'
-        return Fix(title, Applicability.UNSAFE, (edit,), imports), ""
+        return self.fix("high", Applicability.UNSAFE, (edit,), imports), ""
 
 
 class OptimizerNotFused(Rule):
@@ -173,24 +183,27 @@ class OptimizerNotFused(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = ("optim",)
+    messages = {
+        "unfused": (
+            "`{callee}(...)` updates parameters on the GPU without `fused=True`: torch's default "
+            "multi-tensor {optimizer} launches several kernels per step where the fused one launches one per "
+            "group of tensors"
+        ),
+    }
+    fix_titles = {"fused": "Set `fused=True`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         if self.settings.device == "cpu" or facts.runs_on_xla or not self.torch_supports((2, 0), facts):
             return
         for found in _optimizers(facts).unfused:
-            callee = facts.code(found.callee)
-            message = (
-                f"`{callee}(...)` updates parameters on the GPU without `fused=True`: torch's default "
-                f"multi-tensor {found.name} launches several kernels per step where the fused one launches "
-                "one per group of tensors"
-            )
+            fields = {"callee": facts.code(found.callee), "optimizer": found.name}
             if not self.torch_supports((2, 4), facts):
                 reason = "fused kernels for every device need torch 2.4 (see the `torch-version` setting)"
-                yield self.finding(facts, found.callee, message, note=no_fix(reason))
+                yield self.report(facts, found.callee, "unfused", note=no_fix(reason), **fields)
                 continue
             edit = build.add_keyword(facts.source, found.call, "fused", "True")
-            fix = Fix("Set `fused=True`", Applicability.UNSAFE, (edit,)) if edit is not None else None
-            yield self.finding(facts, found.callee, message, fix)
+            fix = self.fix("fused", Applicability.UNSAFE, (edit,)) if edit is not None else None
+            yield self.report(facts, found.callee, "unfused", fix=fix, **fields)
 
 
 class EvaluationBuildsGraphs(Rule):
@@ -199,15 +212,20 @@ class EvaluationBuildsGraphs(Rule):
     speed_advice = True
     fix_availability = FixAvailability.SOMETIMES
     needs_text = (".eval()",)
+    messages = {
+        "gradients-on": (
+            "`{model}(...)` runs in an evaluation loop (`{model}.eval()`, no backward pass) with gradients "
+            "on: every forward records the autograd graph and keeps its activations for a backward that "
+            "never comes"
+        ),
+    }
+    fix_titles = {"no-grad": "Run the loop under `{torch}.no_grad()`"}
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _evaluation(facts).building_graphs:
-            message = (
-                f"`{found.model}(...)` runs in an evaluation loop (`{found.model}.eval()`, no backward pass) "
-                "with gradients on: every forward records the autograd graph and keeps its activations for a "
-                "backward that never comes"
+            yield self.report(
+                facts, found.call, "gradients-on", fix=self._fix(facts, found), model=found.model
             )
-            yield self.finding(facts, found.call, message, self._fix(facts, found))
 
     def _fix(self, facts: ModuleFacts, found: GraphInEvaluation) -> Fix | None:
         if found.block is None:
@@ -219,49 +237,66 @@ class EvaluationBuildsGraphs(Rule):
         edit = build.wrap_in_with(facts.source, found.block, [found.loop], f"{name}.no_grad()")
         if edit is None:
             return None
-        return Fix(f"Run the loop under `{name}.no_grad()`", Applicability.UNSAFE, (edit,), imports)
+        return self.fix("no-grad", Applicability.UNSAFE, (edit,), imports, torch=name)
 
 
 class CompiledWrapperStateDict(Rule):
     code = "TL503"
     name = "compiled-wrapper-state-dict"
     needs_text = ("state_dict",)
+    messages = {
+        "wrapper-keys": (
+            "`{wrapper}.{method}(...)` uses the compiled wrapper `{wrapper}` (bound by the compile at line "
+            "{line}): its keys start with `_orig_mod.`, so checkpoints do not load across compiled and "
+            "uncompiled models"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _checkpoints(facts).wrapper_state_dicts:
-            line = facts.line_of(found.compile_site)
-            message = (
-                f"`{found.name}.{found.method}(...)` uses the compiled wrapper `{found.name}` (bound by the "
-                f"compile at line {line}): its keys start with `_orig_mod.`, so checkpoints do not load "
-                "across compiled and uncompiled models"
-            )
             note = no_fix(
                 f"compile in place (`{found.name}.compile()` keeps the keys), or save and load "
                 f"`{found.name}._orig_mod`'s state dict"
             )
-            yield self.finding(facts, found.call, message, note=note)
+            yield self.report(
+                facts,
+                found.call,
+                "wrapper-keys",
+                note=note,
+                wrapper=found.name,
+                method=found.method,
+                line=facts.line_of(found.compile_site),
+            )
 
 
 class GradScalerStepWithoutUpdate(Rule):
     code = "TL506"
     name = "grad-scaler-step-without-update"
     needs_text = ("scaler",)
+    messages = {
+        "never-updated": (
+            "`{scaler}.step(...)` runs every iteration but `{scaler}.update()` never runs in the loop: the "
+            "loss scale never adapts, so every overflow skips its step again at the same scale"
+        ),
+        "sometimes-updated": (
+            "`{scaler}.step(...)` runs every iteration but `{scaler}.update()` runs only on some iterations "
+            "(line {line}): the loss scale never adapts, so every overflow skips its step again at the same "
+            "scale"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for found in _scalers(facts).steps_without_update:
-            when = (
-                "never runs in the loop"
-                if found.update is None
-                else f"runs only on some iterations (line {facts.line_of(found.update)})"
-            )
-            message = (
-                f"`{found.scaler}.step(...)` runs every iteration but `{found.scaler}.update()` {when}: the "
-                "loss scale never adapts, so every overflow skips its step again at the same scale"
-            )
             note = no_fix(
                 f"call `{found.scaler}.update()` right after `{found.scaler}.step(...)`, every iteration"
             )
-            yield self.finding(facts, found.step, message, note=note)
+            if found.update is None:
+                yield self.report(facts, found.step, "never-updated", note=note, scaler=found.scaler)
+            else:
+                line = facts.line_of(found.update)
+                yield self.report(
+                    facts, found.step, "sometimes-updated", note=note, scaler=found.scaler, line=line
+                )
 
 
 class AnomalyDetectionInTraining(Rule):
@@ -269,13 +304,15 @@ class AnomalyDetectionInTraining(Rule):
     name = "anomaly-detection-in-training"
     speed_advice = True
     needs_text = ("anomaly",)
+    messages = {
+        "on-in-training": (
+            "{switch} keeps autograd's anomaly detection on in training: every backward checks each "
+            "operation's result for NaN and keeps the traceback of its forward, a debugging aid that slows "
+            "every step"
+        ),
+    }
 
     def check(self, facts: ModuleFacts) -> Iterator[Diagnostic]:
         for site in _debugging(facts).anomaly_modes:
-            message = (
-                f"{site.how} keeps autograd's anomaly detection on in training: every backward checks each "
-                "operation's result for NaN and keeps the traceback of its forward, a debugging aid that "
-                "slows every step"
-            )
             note = no_fix("it was switched on on purpose: remove it, or put it behind a debug flag")
-            yield self.finding(facts, site.call, message, note=note)
+            yield self.report(facts, site.call, "on-in-training", note=note, switch=site.how)
