@@ -148,17 +148,16 @@ class SourceModule:
         and what that branch uses or imports (qualified names with their parents: `torch.amp.GradScaler`
         names `torch.amp` too). Where they are is said in the ranks of `text_order` (not offsets: this is
         asked of every module with a deprecated call, and offsets would render its long functions)."""
-        order = self.text_order()
         found = []
         for statement in walk.statements(self.module):
             if isinstance(statement, (cst.Try, cst.TryStar)):
-                handlers = [order.span(handler) for handler in statement.handlers]
+                handlers = [self.text_order().span(handler) for handler in statement.handlers]
                 found.append((handlers, self._named_in(statement.body)))
             elif isinstance(statement, cst.If) and isinstance(statement.orelse, cst.Else):
                 # `if is_torch_version(">=", "2.3"): torch.amp.GradScaler("cuda") else: torch.cuda.amp...`
                 body, orelse = statement.body, statement.orelse.body
-                found.append(([order.span(orelse)], self._named_in(body)))
-                found.append(([order.span(body)], self._named_in(orelse)))
+                found.append(([self.text_order().span(orelse)], self._named_in(body)))
+                found.append(([self.text_order().span(body)], self._named_in(orelse)))
         return found
 
     def _named_in(self, block: cst.BaseSuite) -> set[str]:
