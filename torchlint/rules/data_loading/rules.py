@@ -63,14 +63,14 @@ class _LoaderRule(Rule):
         loader: Loader,
         name: str,
         value: str,
-        title: str,
+        kind: str,
         safety: Applicability,
         imports: tuple[AddImport, ...] = (),
     ) -> Fix | None:
-        """The fix that sets `name=value` (titled by the fix title `title`, which may say `{name}` and
-        `{value}`): where the loader sets it now, else as a new keyword."""
+        """The fix that sets `name=value`, titled by the rule's fix title of this `kind` (which may say
+        `{name}` and `{value}`): where the loader sets it now, else as a new keyword."""
         edit = build.set_keyword(facts.source, loader.arguments, name, value)
-        return self.fix(title, safety, (edit,), imports, name=name, value=value) if edit is not None else None
+        return self.fix(kind, safety, (edit,), imports, name=name, value=value) if edit is not None else None
 
 
 class DataLoaderWithoutWorkers(_LoaderRule):
