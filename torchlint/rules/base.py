@@ -115,14 +115,18 @@ class Rule:
         self,
         kind: str,
         applicability: Applicability,
-        edits: Iterable[Edit],
+        edits: Iterable[Edit | None],
         imports: Iterable[AddImport] = (),
         drops: Iterable[DropImportIfUnused] = (),
         **fields: object,
-    ) -> Fix:
-        """A fix titled with the rule's fix title of this `kind`, filled with `fields`."""
+    ) -> Fix | None:
+        """A fix titled with the rule's fix title of this `kind`, filled with `fields`; None when one of its
+        edits could not be built (a builder's None): a fix is whole or not offered."""
+        made = tuple(edits)
+        if any(edit is None for edit in made):
+            return None
         title = self.fix_titles[kind].format(**fields)
-        return Fix(title, applicability, tuple(edits), tuple(imports), tuple(drops))
+        return Fix(title, applicability, made, tuple(imports), tuple(drops))  # type: ignore[arg-type]
 
 
 def registered_rules() -> dict[str, type[Rule]]:

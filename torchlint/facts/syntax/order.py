@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from torchlint._lazy import cst
 from torchlint.facts.syntax.collect import _fields_of
+from torchlint.facts.syntax.walk import nodes_in
 
 # The child fields, in the order of the text, of the node types whose dataclass fields are in another.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -103,20 +104,8 @@ _PUNCTUATION = frozenset(
 
 def children_in_text_order(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes `node` holds in its fields (whitespace and punctuation skipped), in the order of the text."""
-    names = _TEXT_FIELDS.get(type(node).__name__) or _fields_of(type(node))
-    found: list[cst.CSTNode] = []
-    for name in names:
-        value = getattr(node, name, None)
-        if isinstance(value, cst.CSTNode):
-            if type(value).__name__ not in _PUNCTUATION:
-                found.append(value)
-        elif isinstance(value, (tuple, list)):
-            found.extend(
-                item
-                for item in value
-                if isinstance(item, cst.CSTNode) and type(item).__name__ not in _PUNCTUATION
-            )
-    return found
+    fields = _TEXT_FIELDS.get(type(node).__name__) or _fields_of(type(node))
+    return [child for child in nodes_in(node, fields) if type(child).__name__ not in _PUNCTUATION]
 
 
 class TextOrder:
@@ -146,8 +135,9 @@ class TextOrder:
         """Where `node`'s text starts, as a rank: equal for nodes whose text starts at one place (a call and
         the call its method chain starts with, `scaler.scale(loss).backward()`), else ordered as offsets
         are. A node that starts with its first child (a call with its callee, an attribute with its value,
-        an operation with its left operand) starts where that child does, unless parentheses of its own
-        come first."""
+        an operation with its left operand) starts where that child does; where that child is
+        parenthesised, at its `(`, just before the child's own text (LibCST's offsets of a node leave its
+        own parentheses out)."""
         while True:
             inner = _first_child_at_start(node)
             if inner is None:

@@ -88,9 +88,14 @@ def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
 
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes `node` holds in its fields, whitespace and punctuation skipped (as collect.py walks)."""
+    return nodes_in(node, _fields_of(type(node)))
+
+
+def nodes_in(node: cst.CSTNode, fields: tuple[str, ...]) -> list[cst.CSTNode]:
+    """The nodes `node` holds in the fields named `fields`, in that order (a sequence field item by item)."""
     found: list[cst.CSTNode] = []
-    for name in _fields_of(type(node)):
-        value = getattr(node, name)
+    for name in fields:
+        value = getattr(node, name, None)
         if isinstance(value, cst.CSTNode):
             found.append(value)
         elif isinstance(value, (tuple, list)):

@@ -139,7 +139,7 @@ class Event:
     scope: Scope | None = field(default=None, compare=False, repr=False)  # where it happens
 
     @property
-    def offset(self) -> float:
+    def rank(self) -> float:
         """Where it happens in the text, as a rank of the module's `text_order` (ordered as offsets are)."""
         return self.source.text_order().start(self.node)
 

@@ -119,7 +119,7 @@ class CheckpointingOpportunity(Rule):
         for found in _checkpointing(facts).library_models:
             if found.library == "trainer":
                 edit = build.add_keyword(facts.source, found.node, "gradient_checkpointing", "True")
-                fix = self.fix("trainer-switch", Applicability.UNSAFE, (edit,)) if edit else None
+                fix = self.fix("trainer-switch", Applicability.UNSAFE, (edit,))
                 yield self.report(facts, found.callee, "trainer", fix=fix, arguments=facts.code(found.callee))
                 continue
             if found.library == "transformers":
@@ -130,7 +130,7 @@ class CheckpointingOpportunity(Rule):
                 switch = f"{found.model}.set_grad_checkpointing()"
             library = "Hugging Face" if found.library == "transformers" else "timm"
             edit = build.statement_after(facts.source, found.statement, switch) if found.statement else None
-            fix = self.fix("library-switch", Applicability.UNSAFE, (edit,)) if edit else None
+            fix = self.fix("library-switch", Applicability.UNSAFE, (edit,))
             yield self.report(
                 facts, found.node, "library-model", fix=fix, model=found.model, library=library, switch=switch
             )
@@ -216,7 +216,7 @@ class CheckpointWithoutUseReentrant(Rule):
             if not found.lacks_use_reentrant or found.never_runs:
                 continue  # chosen; or behind a switch that nothing turns on, where no variant ever runs
             edit = build.add_keyword(facts.source, found.call.node, "use_reentrant", "False")
-            fix = self.fix("checkpoint", Applicability.UNSAFE, (edit,)) if edit else None
+            fix = self.fix("checkpoint", Applicability.UNSAFE, (edit,))
             yield self.report(facts, found.callee, "checkpoint", fix=fix, callee=facts.code(found.callee))
         for found in _checkpointing(facts).hf_checkpointing:
             what = (
@@ -227,5 +227,5 @@ class CheckpointWithoutUseReentrant(Rule):
             edit = build.add_keyword(
                 facts.source, found.call, "gradient_checkpointing_kwargs", '{"use_reentrant": False}'
             )
-            fix = self.fix("hugging-face", Applicability.UNSAFE, (edit,)) if edit else None
+            fix = self.fix("hugging-face", Applicability.UNSAFE, (edit,))
             yield self.report(facts, found.callee, "hugging-face", fix=fix, switch=what)

@@ -22,7 +22,7 @@ def describe(facts: ModuleFacts) -> list[str]:
     out.append("trained models:")
     for model in models.trained:
         out.append(f"  `{model.text}` trained by {model.how} (line {line(model.trained_at)})")
-        for event in sorted(model.events, key=lambda event: event.offset):
+        for event in sorted(model.events, key=lambda event: event.rank):
             text = facts.code(event.node).splitlines()[0]
             flags = "".join(
                 (", conditional" if event.conditional else "", ", in a loop" if event.in_loop else "")

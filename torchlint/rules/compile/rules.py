@@ -133,7 +133,7 @@ class ModelNotCompiled(Rule):
         built = builds[0]
         if built.statement is None or built.conditional or built.in_loop:
             return "it is built conditionally or in a loop", None
-        first_wrap = min((e.offset for e in model.of_kind("wrap")), default=None)
+        first_wrap = min((e.rank for e in model.of_kind("wrap")), default=None)
         if any(e.statement is built.statement for e in model.of_kind("wrap")):
             return (
                 "it is built and wrapped in one statement; compile the inner module before wrapping it"
@@ -142,7 +142,7 @@ class ModelNotCompiled(Rule):
         wrapped = model.framework == "lightning" or builtin is not None
         anchor = built
         for event in model.of_kind("place"):
-            if event.offset <= anchor.offset or (first_wrap is not None and event.offset > first_wrap):
+            if event.rank <= anchor.rank or (first_wrap is not None and event.rank > first_wrap):
                 continue
             if wrapped and event.scope is not None and facts.rebinding_clash(model.expr, event.scope):
                 continue  # `model = ...` in a function that does not bind `model` would make it local there
@@ -197,7 +197,7 @@ class ModelNotCompiled(Rule):
             if not arguments.lacks("torch_compile") or facts.models.compile_sites:
                 continue
             edit = build.add_keyword(facts.source, arguments.call, "torch_compile", "True")
-            fix = self.fix("torch-compile-argument", Applicability.UNSAFE, (edit,)) if edit else None
+            fix = self.fix("torch-compile-argument", Applicability.UNSAFE, (edit,))
             yield self.report(
                 facts, arguments.callee, "trainer-uncompiled", fix=fix, arguments=arguments.callee_text
             )

@@ -70,7 +70,7 @@ class _LoaderRule(Rule):
         """The fix that sets `name=value`, titled by the rule's fix title of this `kind` (which may say
         `{name}` and `{value}`): where the loader sets it now, else as a new keyword."""
         edit = build.set_keyword(facts.source, loader.arguments, name, value)
-        return self.fix(kind, safety, (edit,), imports, name=name, value=value) if edit is not None else None
+        return self.fix(kind, safety, (edit,), imports, name=name, value=value)
 
 
 class DataLoaderWithoutWorkers(_LoaderRule):
@@ -278,7 +278,7 @@ class DataLoaderWorkersNotPersistent(_LoaderRule):
         if workers.holder is None or workers.node is None:
             return None
         edit = build.set_beside(facts.source, workers.holder, workers.node, "persistent_workers", "True")
-        return self.fix("beside-workers", Applicability.UNSAFE, (edit,)) if edit is not None else None
+        return self.fix("beside-workers", Applicability.UNSAFE, (edit,))
 
     def _fix(
         self,
@@ -381,7 +381,7 @@ class BlockingHostToDeviceCopy(Rule):
                 if not move.blocks:
                     continue  # non_blocking=True, or set by the user
                 edit = build.add_keyword(facts.source, move.call, "non_blocking", "True")
-                fix = self.fix("non-blocking", Applicability.SAFE, (edit,)) if edit is not None else None
+                fix = self.fix("non-blocking", Applicability.SAFE, (edit,))
                 yield self.report(facts, move.callee, "blocking", fix=fix, method=move.method)
 
 

@@ -76,8 +76,6 @@ class AccumulationWithoutNoSync(Rule):
             edit = build.wrap_in_with(facts.source, plan.block, plan.statements, header)
         except build.EditError:
             return None
-        if edit is None:
-            return None
         return self.fix("no-sync", Applicability.UNSAFE, (edit,), imports, model=plan.model)
 
 

@@ -36,6 +36,8 @@ from torchlint.facts.torch.frameworks import off_unless_asked
 from torchlint.rules.mixed_precision.steps import grad_free_calls
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.syntax.names import Reference, Scope
@@ -442,8 +444,7 @@ class PrecisionAnalysis:
                     continue
                 within = step.loop.all_calls() if step.loop is not None else source.calls
                 calls = [c for c in within if c.function is step.function]
-                # Where calls start, in the order of the text (offsets would render the whole function)
-                start = source.text_order(step.function.node if step.function is not None else None).start
+                start = _starts_in(source, step.function)
                 step_at = start(step.node)
                 # Since the previous step of this scaler in the same iteration (another optimizer's)
                 since = max((at for c in steps if c in calls if (at := start(c.node)) < step_at), default=-1)
@@ -581,7 +582,7 @@ class PrecisionAnalysis:
         step_statement = self._statement_of(step.node)
         if step_statement is None:
             return None
-        start = source.text_order(loop.function.node if loop.function is not None else None).start
+        start = _starts_in(source, loop.function)
         step_at = start(step.node)
         clips = [
             call
@@ -1368,3 +1369,9 @@ __all__ = [
     "ScalerPlan",
     "Switch",
 ]
+
+
+def _starts_in(source: SourceModule, function: FunctionRecord | None) -> Callable[[cst.CSTNode], float]:
+    """Where the calls of `function` (of the module, for None) start, in the order of the text: offsets would
+    render the whole function to compare a few calls."""
+    return source.text_order(function.node if function is not None else None).start

@@ -84,7 +84,7 @@ class TrainingWithoutAutocast(Rule):
         for call, callee, framework, switch, value in _precision(facts).framework_gaps:
             fields = {"switch": switch, "value": value}
             edit = build.add_keyword(facts.source, call, switch, value)
-            fix = self.fix("switch", Applicability.UNSAFE, (edit,), **fields) if edit else None
+            fix = self.fix("switch", Applicability.UNSAFE, (edit,), **fields)
             framework_name = _FRAMEWORK_NAMES[framework]
             yield self.report(
                 facts,
@@ -136,8 +136,6 @@ class TrainingWithoutAutocast(Rule):
             edit = build.wrap_in_with(facts.source, step.block, step.region, header)
         except build.EditError:
             return None
-        if edit is None:
-            return None
         return self.fix("autocast", Applicability.UNSAFE, (edit,), imports)
 
 
@@ -165,8 +163,7 @@ class BackwardInsideAutocast(Rule):
                     edit = build.move_out_of_with(facts.source, found.block, found.region, found.start)
                 except build.EditError:
                     edit = None
-                if edit is not None:
-                    fix = self.fix("move-out", Applicability.UNSAFE, (edit,))
+                fix = self.fix("move-out", Applicability.UNSAFE, (edit,))
             yield self.report(facts, found.call, "inside", fix=fix, backward=call, autocast=found.site.how)
 
 
@@ -193,8 +190,7 @@ class ClipGradWithoutUnscale(Rule):
             fix = None
             if found.before is not None:
                 edit = build.statement_before(facts.source, found.before, f"{scaler}.unscale_({optimizer})")
-                if edit is not None:
-                    fix = self.fix("unscale", Applicability.UNSAFE, (edit,), **fields)
+                fix = self.fix("unscale", Applicability.UNSAFE, (edit,), **fields)
             yield self.report(facts, found.clip, "scaled", fix=fix, note=found.note, **fields)
 
 
@@ -255,9 +251,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             ]
         except build.EditError:
             return None
-        if any(edit is None for edit in edits):
-            return None
-        return self.fix("scaler", Applicability.UNSAFE, edits, imports)  # type: ignore[arg-type]
+        return self.fix("scaler", Applicability.UNSAFE, edits, imports)
 
 
 class GradScalerWithBfloat16(Rule):

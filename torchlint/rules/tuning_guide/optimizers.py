@@ -148,8 +148,8 @@ def _never_stepped(source: SourceModule, record: CallRecord) -> bool:
     for reference in source.references_of(binding):
         if reference.scope is not record.scope:
             return False  # a function may run later, and step it
-        offset = order.span(reference.expr)[0]
-        if start <= offset < end and (not reference.attrs or reference.attrs[0] not in STATE_ONLY):
+        at = order.span(reference.expr)[0]
+        if start <= at < end and (not reference.attrs or reference.attrs[0] not in STATE_ONLY):
             return False
     return True
 

@@ -106,7 +106,7 @@ class HostSyncEveryStep(Rule):
             )
             yield self.report(facts, read.node, "every-step", note=note, **fields)
 
-    def _fix(self, facts: ModuleFacts, total: RunningTotal) -> Fix:
+    def _fix(self, facts: ModuleFacts, total: RunningTotal) -> Fix | None:
         edits = [build.replace_expression(facts.source, total.read, f"{total.operand}.detach().float()")]
         edits += [
             build.replace_expression(facts.source, load, f"float({total.total})") for load in total.loads
@@ -132,9 +132,7 @@ class HostTensorMovedEveryStep(Rule):
         for moved in _host_tensors(facts).every_step:
             safety = Applicability.UNSAFE if moved.random else Applicability.SAFE
             edit = build.call_replacing(facts.source, moved.copy, moved.factory, "device", moved.device)
-            fix = (
-                self.fix("on-the-device", safety, (edit,), device=moved.device) if edit is not None else None
-            )
+            fix = self.fix("on-the-device", safety, (edit,), device=moved.device)
             yield self.report(
                 facts, moved.copy, "every-step", fix=fix, factory=moved.factory_text, device=moved.device
             )
@@ -202,7 +200,7 @@ class OptimizerNotFused(Rule):
                 yield self.report(facts, found.callee, "unfused", note=no_fix(reason), **fields)
                 continue
             edit = build.add_keyword(facts.source, found.call, "fused", "True")
-            fix = self.fix("fused", Applicability.UNSAFE, (edit,)) if edit is not None else None
+            fix = self.fix("fused", Applicability.UNSAFE, (edit,))
             yield self.report(facts, found.callee, "unfused", fix=fix, **fields)
 
 
@@ -235,8 +233,6 @@ class EvaluationBuildsGraphs(Rule):
             return None
         name, imports = torch
         edit = build.wrap_in_with(facts.source, found.block, [found.loop], f"{name}.no_grad()")
-        if edit is None:
-            return None
         return self.fix("no-grad", Applicability.UNSAFE, (edit,), imports, torch=name)
 
 
