@@ -34,13 +34,13 @@ def tree(tmp_path):
 def parses(monkeypatch) -> list[int]:
     """One entry per file the scan parses with `ast`."""
     seen: list[int] = []
-    original = project_module._imports_of
+    original = project_module._exports_of
 
     def counting(data):
         seen.append(len(data))
         return original(data)
 
-    monkeypatch.setattr(project_module, "_imports_of", counting)
+    monkeypatch.setattr(project_module, "_exports_of", counting)
     return seen
 
 

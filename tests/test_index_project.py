@@ -3,7 +3,6 @@ matter: checking one file of a big project costs that file and its real dependen
 
 from __future__ import annotations
 
-import ast
 import textwrap
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from tests.support import line_of, project_facts
 from torchlint.facts.torch.training import TrainingAnalysis
-from torchlint.index.project import ImportWords, Project, _statements
+from torchlint.index.project import ImportWords, Project
 from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
 
 FACTORY = """
@@ -208,46 +207,6 @@ def test_may_name_reads_the_registered_text_of_a_checked_file(tmp_path):
     buffer = "import data\nloader = data.build_loader(ds)\n"  # an editor's unsaved text
     project.register(train, SourceModule("train.py", buffer, cst.parse_module(buffer), project, train))
     assert project.may_name(train, {"build_loader"})
-
-
-def test_the_import_scan_finds_imports_wherever_statements_hold_them():
-    source = textwrap.dedent(
-        """
-        import a
-        try:
-            import b
-        except ImportError:
-            from c import d
-        else:
-            import e
-        finally:
-            import f
-        def g():
-            import h
-            class I:
-                from j import k
-        if x:
-            import l
-        while y:
-            import m
-        with n:
-            import o
-        match p:
-            case 1:
-                import q
-        for r in s:
-            pass
-        else:
-            import t
-        lambda: __import__("u")
-        """
-    )
-    tree = ast.parse(source)
-    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    expected = [n for n in ast.walk(tree) if isinstance(n, kinds)]
-    found = list(_statements(tree))
-    assert sorted(map(id, found)) == sorted(map(id, expected))
-    assert len(found) == 14  # 12 imports, `def g` and `class I`
 
 
 @pytest.mark.parametrize(

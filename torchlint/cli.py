@@ -1116,3 +1116,27 @@ def debug_facts(file: Path) -> None:
         sys.exit(2)
     facts = Linter().facts_of(file.as_posix(), source.text, module, file)
     click.echo(describe(facts), nl=False)
+
+
+@debug.command("exports")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--output-format", type=click.Choice(["text", "json"]), default="text", help="How to print the export."
+)
+def debug_exports(file: Path, output_format: str) -> None:
+    """Print FILE's export: what other files' questions read of it without building its facts."""
+    import json
+
+    from torchlint.facts.torch.exports import describe_export
+    from torchlint.linter import Linter
+
+    export = Linter().project_for(file.resolve()).export_of(file)
+    if export is None:
+        click.echo(
+            f"error: {file}: CPython does not parse it (or it declares an encoding): no export", err=True
+        )
+        sys.exit(2)
+    if output_format == "json":
+        click.echo(json.dumps(dict(zip(export._fields, export.to_json(), strict=True)), indent=2))
+    else:
+        click.echo(describe_export(export), nl=False)

@@ -164,6 +164,8 @@ class Linter:
                     found.extend(rule.check(facts))
                 except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
                     raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
+            if in_project:
+                self.project_for(file).flush()  # the exports the rules' questions computed, for later runs
         if syntax_error is not None:
             return _finish(
                 found, text, None, settings.ignore_noqa

@@ -1,9 +1,9 @@
-"""What each project file imports and defines, remembered between runs by content hash (the project
-index's `ast` scan).
+"""What each project file exports (torchlint.facts.syntax.exports: what it imports, defines and calls),
+remembered between runs by content hash (the project index's `ast` scan).
 
 Answering "who imports this file?" parses every file of the project with `ast` — most of a one-file check
-after an edit, in a project of hundreds of files. The import, class and def statements of a file depend on
-its bytes alone, so they are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed
+after an edit, in a project of hundreds of files. A file's export depends on its bytes alone, so exports
+are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed
 by the hash of each file's content and by torchlint's own code. An entry holds only the current contents of
 the project's files: edits never make it grow. Resolving the names to files is not cached (it depends on
 which files exist).
@@ -18,7 +18,7 @@ from pathlib import Path
 from torchlint.cache.digest import code_digest, content_hash
 from torchlint.cache.folder import linked, write_entry
 from torchlint.cache.signing import opened
-from torchlint.index.project import FileSummary
+from torchlint.facts.torch.exports import Export
 
 
 class ImportsCache:
@@ -28,18 +28,18 @@ class ImportsCache:
         self.cache, self.root = folder, root
         self.folder = folder / "index"
         self.name = f"imports-{content_hash(str(root).encode('utf-8', 'surrogateescape'))}.json"
-        self._stored: dict[str, FileSummary] | None = None
-        self._used: dict[str, FileSummary] = {}
+        self._stored: dict[str, Export] | None = None
+        self._used: dict[str, Export] = {}
         self._changed = False
 
-    def get(self, data: bytes) -> FileSummary | None:
+    def get(self, data: bytes) -> Export | None:
         key = content_hash(data)
         found = self._entries().get(key)
         if found is not None:
             self._used[key] = found
         return found
 
-    def put(self, data: bytes, summary: FileSummary) -> None:
+    def put(self, data: bytes, summary: Export) -> None:
         self._used[content_hash(data)] = summary
         self._changed = True
 
@@ -50,15 +50,16 @@ class ImportsCache:
         live = {content_hash(data) for data in present}
         kept = {key: value for key, value in {**self._entries(), **self._used}.items() if key in live}
         if self._changed or len(kept) != len(self._entries()):
-            write_entry(self.folder, self.name, {"code": code_digest(), "files": kept}, self.root)
+            files = {key: export.to_json() for key, export in kept.items()}
+            write_entry(self.folder, self.name, {"code": code_digest(), "files": files}, self.root)
             self._stored, self._changed = kept, False
 
-    def _entries(self) -> dict[str, FileSummary]:
+    def _entries(self) -> dict[str, Export]:
         if self._stored is None:
             self._stored = self._load()
         return self._stored
 
-    def _load(self) -> dict[str, FileSummary]:
+    def _load(self) -> dict[str, Export]:
         if linked(self.folder):
             return {}
         try:
@@ -67,17 +68,7 @@ class ImportsCache:
             )
             if entry is None or entry.get("code") != code_digest():
                 return {}
-            return {
-                key: FileSummary(
-                    list(names),
-                    [list(pair) for pair in aliases],
-                    list(classes),
-                    list(functions),
-                    list(imported),
-                )
-                for key, (names, aliases, classes, functions, imported) in entry["files"].items()
-                if all(isinstance(n, str) for n in (*names, *classes, *functions, *imported))
-                and all(len(pair) == 2 and all(isinstance(p, str) for p in pair) for pair in aliases)
-            }
+            exports = {key: Export.from_json(value) for key, value in entry["files"].items()}
+            return {key: export for key, export in exports.items() if export is not None}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}  # missing or corrupted: scan again

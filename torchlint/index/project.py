@@ -15,14 +15,13 @@ files that really use it, not every file that imports it.
 
 from __future__ import annotations
 
-import ast
 import re
-import warnings
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from torchlint._lazy import cst
+from torchlint.facts.torch.exports import Export, export_of_bytes
 from torchlint.memo import ByContent
 from torchlint.workspace.budget import over_budget
 from torchlint.workspace.fs import FileSystem
@@ -35,25 +34,16 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
 
 ALL_FILES = Path("<every project file's imports>")
-
-
-class FileSummary(NamedTuple):
-    """What one `ast` pass over a file's statements tells the index, by the file's bytes alone."""
-
-    imports: list[str]  # the module names its imports write (`from a import b`: `a` and `a.b`)
-    aliases: list[list[str]]  # the [name, asname] pairs its imports rename
-    classes: list[str]  # the name of every class statement, at any depth
-    functions: list[str]  # the names every def statement and every import binds, at any depth
-    imported: list[str]  # the names import statements bind (a package re-exporting a class), at any depth
+MAX_REEXPORTS = 8  # a name re-exported through more modules than this may lead anywhere
 
 
 class ImportSummaries(Protocol):
     """What earlier runs found in each file, by the file's bytes (torchlint.cache.imports keeps them; the
     index itself never writes a cache)."""
 
-    def get(self, data: bytes) -> FileSummary | None: ...
+    def get(self, data: bytes) -> Export | None: ...
 
-    def put(self, data: bytes, summary: FileSummary) -> None: ...
+    def put(self, data: bytes, summary: Export) -> None: ...
 
     def save(self, present: Iterable[bytes]) -> None:
         """Keep what earlier runs and this one found, for the files whose bytes are `present` now."""
@@ -81,7 +71,7 @@ class Project:
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
         self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
-        self._scanned: dict[Path, FileSummary | None] = {}  # file -> its summary (None: not Python)
+        self._scanned: dict[Path, Export | None] = {}  # file -> its summary (None: not Python)
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
@@ -90,6 +80,11 @@ class Project:
         self._real_paths: dict[Path, Path] = {}
         self._words: ImportWords | None = None  # what each file's import lines name, once asked
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
+        self._imported_by: dict[Path, list[Path]] = {}  # file -> `imported_by(file)`
+        self._subclassed: dict[Path, list[Path]] = {}  # file -> `subclassed_in(file)`
+        self._memos: dict[str, dict] = {}
+        self._exports: dict[Path, Export | None] = {}  # file -> `export_of(file)`
+        self._homes_of: dict[tuple[Path, str, str], set[Path] | None] = {}  # `homes`, per importer
 
     def _real(self, path: Path) -> Path:
         """`path.resolve()`, once per path and run (questions name the same files thousands of times)."""
@@ -161,6 +156,43 @@ class Project:
         facts = self.facts_binding(path, name, "function", importer) if path is not None else None
         return facts.exported_function(name) if facts is not None else None  # also a re-exported one
 
+    def homes(self, importer: Path, qualname: str, kind: Literal["class", "function"]) -> set[Path] | None:
+        """The files whose module-level `kind` `resolve_class` / `resolve_function(importer, qualname)` may
+        answer, judged from the exports of the modules the name leads through (re-exports followed) without
+        building them; None where one of them is unknown. `importer` depends on those exports."""
+        key = (self._real(importer), qualname, kind)
+        if key not in self._homes_of:
+            found: set[Path] = set()
+            self._homes_of[key] = found if self._homes(importer, qualname, kind, found, 0) else None
+        known = self._homes_of[key]
+        return set(known) if known is not None else None
+
+    def _homes(self, importer: Path, qualname: str, kind: str, found: set[Path], depth: int) -> bool:
+        """Add to `found` the files `qualname` may lead to; False where that is unknown."""
+        module, _, name = qualname.rpartition(".")
+        if not module or not name or module.endswith("."):
+            return True
+        path = self.module_file(importer, module)
+        if path is None:
+            return True
+        path = self._real(path)
+        export = self.export_of(path, importer)
+        if export is None or depth > MAX_REEXPORTS:
+            return False
+        if kind == "class":
+            if name in export.classes:
+                found.add(path)
+            elif name not in export.imported:
+                return True  # binds no such class: the answer is none (`facts_binding`)
+        else:
+            if any(scope.name == name for scope in export.scopes):
+                found.add(path)
+                return True  # its own function
+            if name not in export.functions:
+                return True
+        dotted = (dotted for bound, dotted in export.bindings if bound == name)
+        return all(self._homes(path, target, kind, found, depth + 1) for target in dotted)
+
     def resolve_class(self, importer: Path, qualname: str) -> tuple[SourceModule, ClassRecord] | None:
         """`models.Transformer` (as imported by `importer`) -> that module-level class's facts, also where
         the module only re-exports it (a package's `__init__.py`: `from .model import Transformer`)."""
@@ -178,6 +210,12 @@ class Project:
         path = self._real(path)
         self._facts[path] = facts
         self._checked.add(path)
+        if path in self._exports and self._exports.pop(path) != self.export_of(path):
+            # what was read from its bytes on disk is not what is checked (an editor's buffer, stdin)
+            self._homes_of.clear()
+            self._memos.clear()
+            self._imported_by.clear()
+            self._subclassed.clear()
 
     def built_from_disk(self, path: Path, display: str, text: str) -> SourceModule | None:
         """The facts this run already built for `path` as another file's dependency, when checking `text`
@@ -223,7 +261,80 @@ class Project:
                 return None
         return self.facts_for(resolved, requester)
 
-    def _summary_of(self, path: Path) -> FileSummary | None:
+    def export_of(self, path: Path, requester: Path | None = None) -> Export | None:
+        """What `path` tells other files (torchlint.facts.torch.exports), from the text being checked where
+        it is the checked file; None where its bytes are not known to parse as its facts would read them.
+        `requester`'s answers depend on it from now on."""
+        path = self._real(path)
+        if requester is not None:
+            self._consults(requester, path)
+        if path in self._exports:
+            return self._exports[path]
+        registered = self._facts.get(path) if path in self._checked else None
+        if registered is not None:
+            found = _exports_of(registered.text.encode("utf-8", "surrogatepass"))
+        else:
+            found = self._summary_of(path)
+        self._exports[path] = found
+        return found
+
+    def imported_by(self, path: Path, requester: Path) -> list[Path]:
+        """The project files a name `path` writes can resolve to: those its imports resolve to, and every
+        module of a package it imports (`import models` ... `models.yolo.Model(...)` resolves
+        `models/yolo.py`). `requester`'s answers depend on the project's file list from now on."""
+        path = self._real(path)
+        self._consults(requester, ALL_FILES)
+        found = self._imported_by.get(path)
+        if found is None:
+            export = self.export_of(path)
+            data = self._project_bytes().get(path, b"")
+            targets = set(self._imported_files(path, data, export)) if export is not None else set()
+            for target in list(targets):
+                if target.name == "__init__.py":
+                    targets.update(f for f in self._python_files() if target.parent in f.parents)
+            found = self._imported_by[path] = sorted(targets - {path})
+        return list(found)
+
+    def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
+        """The project files that import `path` and derive a class from one named like one of its classes
+        (by the last name of a base, also under a name an import gives it): where a method that a class of
+        `path` calls on `self` may be overridden. `requester` depends on every file's imports from now on."""
+        path = self._real(path)
+        self._consults(requester, ALL_FILES)
+        found = self._subclassed.get(path)
+        if found is None:
+            export = self.export_of(path)
+            found = []
+            if export is not None and export.classes:
+                named = self._with_aliases(set(export.classes))
+                found = [importer for importer in self._importing(path) if self._derives(importer, named)]
+            self._subclassed[path] = found
+            self._save_summaries()
+        return list(found)
+
+    def may_derive(self, path: Path, name: str, requester: Path) -> bool:
+        """False only when no class statement of `path` derives from a base written with `name` as its last
+        name, nor with a name an import gives it (`from .base import Trainer as Base`), from its export."""
+        self._consults(requester, self._real(path))
+        return not name.isascii() or self._derives(
+            path, self._with_aliases({name})
+        )  # `ast` normalises others
+
+    def _derives(self, path: Path, names: set[str]) -> bool:
+        export = self.export_of(path)
+        return export is None or any(
+            base.rpartition(".")[2] in names for bases in export.bases for base in bases[1:]
+        )
+
+    def memo(self, name: str) -> dict:
+        """A dictionary kept for this run, for answers an analysis draws from several files' exports."""
+        return self._memos.setdefault(name, {})
+
+    def flush(self) -> None:
+        """Hand what this run found to the summaries' store (exports computed since the last question)."""
+        self._save_summaries()
+
+    def _summary_of(self, path: Path) -> Export | None:
         """The summary of `path` where CPython's parser reads its bytes as the facts' decoding does (None:
         unknown). A coding declaration is the one place they may differ: tokenize ends its first two
         lines at `\n` only, CPython also at a lone `\r` (`\r# coding: utf-7` is UTF-7 to one of them)."""
@@ -285,6 +396,9 @@ class Project:
         name, or, for a package's `__init__.py`, a bare relative `from . import`."""
         path = self._real(path)
         self._depends.setdefault(path, set()).add(ALL_FILES)
+        return self._importing(path)
+
+    def _importing(self, path: Path) -> list[Path]:
         if path not in self._importers:
             found = set()
             everything = self._project_bytes()
@@ -326,22 +440,23 @@ class Project:
             self._words = ImportWords(self._project_bytes())
         return self._words
 
-    def _imported_files(self, file: Path, data: bytes) -> set[Path]:
-        """The project files `file`'s imports resolve to, resolved once per run."""
+    def _imported_files(self, file: Path, data: bytes, export: Export | None = None) -> set[Path]:
+        """The project files `file`'s imports resolve to, resolved once per run (from `export` where given:
+        the checked file's text may not be its bytes on disk)."""
         found = self._resolved.get(file)
         if found is None:
-            imports = self._imports(file, data)
+            imports = export if export is not None else self._imports(file, data)
             names = imports.imports if imports is not None else []
             targets = (self.module_file(file, name) for name in names)
             found = self._resolved[file] = {target for target in targets if target is not None}
         return found
 
-    def _imports(self, file: Path, data: bytes) -> FileSummary | None:
+    def _imports(self, file: Path, data: bytes) -> Export | None:
         """A file's summary (None: CPython does not parse it), parsed once per run."""
         if file not in self._scanned:
             found = self.summaries.get(data) if self.summaries is not None else None
             if found is None:
-                found = _imports_of(data)
+                found = _exports_of(data)
                 if found is not None and self.summaries is not None:
                     self.summaries.put(data, found)
                     self._unsaved = True
@@ -486,63 +601,15 @@ def _closing_parenthesis(data: bytes, start: int) -> int:
         position = line_end
 
 
-def _summary_of_bytes(data: bytes) -> FileSummary | None:
-    """A file's summary; None when CPython does not parse it, or must not (torchlint.workspace.budget)."""
+def _export_within_budget(data: bytes) -> Export | None:
+    """A file's export; None when CPython does not parse it, or must not (torchlint.workspace.budget)."""
     if over_budget(len(data), full=False) is not None:
         return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    summary = FileSummary([], [], [], [], [])
-    names, aliases = summary.imports, summary.aliases
-    functions, imported = summary.functions, summary.imported
-    for node in _statements(tree):
-        if isinstance(node, ast.ClassDef):
-            summary.classes.append(node.name)
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(node.name)
-            continue
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-            bound = [a.asname or a.name.partition(".")[0] for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
-            names.append(base)
-            names += [f"{base}.{a.name}" if not base.endswith(".") else base + a.name for a in node.names]
-            bound = [a.asname or a.name for a in node.names if a.name != "*"]
-        else:
-            continue
-        functions += bound
-        imported += bound
-        aliases += [[a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None]
-    return summary
+    return export_of_bytes(data)
 
 
 # Kept by content for the process as `_import_words` (the cache folder keeps it between command-line runs).
-_imports_of: Callable[[bytes], FileSummary | None] = ByContent(_summary_of_bytes, limit=64_000_000)
-
-
-def _statements(tree: ast.Module):
-    """Every statement of a module that binds a class, a function or an import: statements hold them, so
-    only statement lists are walked (a fifth of the nodes `ast.walk` visits, and most of the scan's time)."""
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if not isinstance(value, list):
-                continue
-            for item in value:
-                if isinstance(item, (ast.Import, ast.ImportFrom)):
-                    yield item
-                elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
-                    if isinstance(item, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                        yield item
-                    todo.append(item)
+_exports_of: Callable[[bytes], Export | None] = ByContent(_export_within_budget, limit=64_000_000)
 
 
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:

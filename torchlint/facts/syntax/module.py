@@ -80,6 +80,16 @@ class ProjectIndex(Protocol):
         built for a question about who calls them)."""
         ...
 
+    def may_derive(self, path: Path, name: str, requester: Path) -> bool:
+        """False only when no class of project file `path` derives from a base named `name` (or a name an
+        import gives it); `requester` depends on `path` from now on."""
+        ...
+
+    def homes(self, importer: Path, qualname: str, kind: Literal["class", "function"]) -> set[Path] | None:
+        """The files whose `kind` of that name `resolve_class` / `resolve_function` may answer, judged without
+        building other files' facts (None: unknown)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -445,13 +455,67 @@ class SourceModule:
 
     @cached_property
     def _calls_by_callee(self) -> dict[int, list[CallRecord]]:
-        """Every call resolved once, indexed by the function it runs (callers are asked for repeatedly)."""
+        """The calls that may run a function of this module, each resolved once and indexed by the function
+        it runs (callers are asked for repeatedly, and only of this module's functions). The other calls
+        are not resolved: that built the facts of every project module this one calls into."""
         index: dict[int, list[CallRecord]] = {}
         for call in self.calls:
+            if not self._may_run_here(call.node, call.scope):
+                continue
             target = self.callee(call)
             if target is not None:
                 index.setdefault(id(target[1]), []).append(call)
         return index
+
+    def _may_run_here(self, call: cst.Call, scope: Scope) -> bool:
+        files = self.callee_files(call, scope)
+        return files is None or self.real_file in files
+
+    def callee_files(self, call: cst.Call, scope: Scope) -> set[Path] | None:
+        """The files whose function `callee_of_call` may answer, read as it reads the call but from other
+        files' exports, without building their facts (None: unknown): a def here or a method of `self`, a
+        method of an object of a class here or elsewhere, or another module's function."""
+        found: set[Path] = set()
+        func = call.func
+        constructions: list[Binding] = []
+        if isinstance(func, cst.Name):
+            bindings = scope.lookup(func.value)
+            if any(b.kind is BindingKind.DEF for b in bindings):
+                found.add(self.real_file)
+            constructions = [b for b in bindings if b.kind is BindingKind.ASSIGN]  # `scaler(loss)`
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            owner = self.class_of_method_scope(scope)
+            if owner is not None and func.value.value == owner[1]:
+                found.add(self.real_file)
+            constructions = scope.lookup(func.value.value)  # `trainer = Trainer(model)` ... `trainer.step()`
+        for binding in constructions:
+            value = _constructed(binding.value)
+            if value is None:
+                continue
+            homes = self._class_files(value.func, binding.scope)
+            if homes is None:
+                return None
+            found |= homes
+        if self.project is None or self.file is None:
+            return found
+        qualname = self.qualname(func, scope)
+        if qualname is None or qualname.startswith(("torch.", "builtins")) or "." not in qualname:
+            return found
+        homes = self.project.homes(self.file, qualname, "function")
+        return found | homes if homes is not None else None
+
+    def _class_files(self, func: cst.BaseExpression, scope: Scope) -> set[Path] | None:
+        """The files of the class `resolve_class(func, scope)` may answer (None: unknown)."""
+        if self.local_class(func, scope) is not None:
+            return {self.real_file}
+        qualname = self.qualname(func, scope)
+        if not qualname or self.project is None or self.file is None:
+            return set()
+        return self.project.homes(self.file, qualname, "class")
+
+    @cached_property
+    def real_file(self) -> Path:
+        return self.file.resolve() if self.file is not None else Path(self.path)
 
     def callers_of(self, function: FunctionRecord) -> list[CallRecord]:
         """Calls in this module that run `function`; for an `__init__`, also the constructions of its class
@@ -840,6 +904,18 @@ def _imported_modules(small: cst.CSTNode) -> set[str]:
 def _with_parents(name: str) -> set[str]:
     parts = name.split(".")
     return {".".join(parts[: i + 1]) for i in range(len(parts))}
+
+
+def _constructed(value: cst.BaseExpression | None) -> cst.Call | None:
+    """The construction a value is (`Net()`, also `Net().cuda()`), or None."""
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _RETURNS_THE_MODULE
+        and isinstance(value.func.value, cst.Call)
+    ):
+        value = value.func.value
+    return value if isinstance(value, cst.Call) else None
 
 
 def _is_stand_in(binding: Binding) -> bool:

@@ -42,12 +42,16 @@ from torchlint.facts.syntax.walk import simple_lines, subexpressions
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.composition import Composition, CompositionAnalysis
 from torchlint.facts.torch.devices import DeviceAnalysis
+from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.exports import Export, ExportIndex
 
 MAX_DEPTH = 4
 
@@ -60,6 +64,7 @@ _OPTIMIZER_MODULES = (
     "torch.distributed.optim.",
     "deepspeed.ops.",
 )
+_OPTIMIZER_ROOTS = tuple(module.rstrip(".") for module in _OPTIMIZER_MODULES)
 _OPTIMIZER_CLASSES = {
     "SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "Rprop", "NAdam", "RAdam", "LBFGS",
     "SparseAdam", "ASGD", "Lion", "Adafactor", "LAMB", "Lamb", "FusedAdam", "FusedLAMB", "AdamW8bit",
@@ -254,7 +259,7 @@ class ModelAnalysis:
                 if model is not None:
                     model.framework = "lightning"
         for call in self.source.calls:  # `train(model, ...)`: a function here or elsewhere that trains it
-            if not self._may_hand_over_a_model(call):
+            if not self._may_hand_over_a_model(call) or not self._may_train_what_it_is_handed(call):
                 continue  # resolving every call's callee would parse half the project
             target = self.source.callee(call)
             if target is None:
@@ -430,6 +435,16 @@ class ModelAnalysis:
                 if any(isinstance(a.value, cst.Call) for a in source.assigned_values(value, call.scope)):
                     return True
         return False
+
+    def _may_train_what_it_is_handed(self, call: CallRecord) -> bool:
+        """The function the call runs may be one `trained_params` finds parameters of: one of this module,
+        or of a module that may build an optimizer (read from its export, without building its facts)."""
+        source = self.source
+        files = source.callee_files(call.node, call.scope)
+        if files is None or source.project is None or source.file is None or source.real_file in files:
+            return True
+        project: ExportIndex = source.project  # type: ignore[assignment]
+        return any(may_build_optimizers(project.export_of(file, source.file)) for file in files)
 
     def _calls_local_function(self, call: CallRecord) -> bool:
         """`helper(...)` of a def in this module, or `self.method(...)`: resolved without the project."""
@@ -1240,3 +1255,61 @@ def _names_cpu(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call) and len(expr.args) == 1:
         expr = expr.args[0].value
     return isinstance(expr, cst.SimpleString) and expr.evaluated_value == "cpu"
+
+
+def may_train(project: ExportIndex, path: Path, requester: Path) -> bool:
+    """Whether the module at `path` may train a model (`ModelAnalysis.trains`) or build a project class
+    whose methods train: False only where its analysis cannot find either, judged from exports without
+    building any module's facts (`reach.may_run_backward`). Questions that ask "which modules train this
+    class?" of every importer then build the facts of those that may.
+
+    The analysis finds training through a training loop, which runs a backward pass here or in code the
+    module runs; through a trainer object built here (`*Trainer(...)`, or a project class whose methods
+    train: code the module runs); or through an optimizer built here handed to a call named for training
+    (`_hands_optimizer_to_training`)."""
+    export = project.export_of(path, requester)
+    if export is None:
+        return True
+    called = {symbol.rpartition(".")[2] for scope in export.scopes for symbol in scope.symbols}
+    if any(name.endswith("Trainer") for name in called):
+        return True
+    if any("train" in name.lower() and "pretrain" not in name.lower() for name in called) and any(
+        _may_build_an_optimizer(name) for name in called
+    ):
+        return True
+    return may_run_backward(project, path, requester)
+
+
+def _may_build_an_optimizer(name: str) -> bool:
+    """A call of this name may build an optimizer (`builds_optimizer`, read without the call: any class may
+    be one of an optimizer module's)."""
+    return name[:1].isupper() or _is_factory(name) or name in _MODEL_OPTIMIZER_METHODS or name == "getattr"
+
+
+def may_build_optimizers(export: Export | None) -> bool:
+    """Whether a call of a file may build an optimizer (`builds_optimizer`, read from its export: every
+    call that does names an optimizer class, a factory, a model's optimizer method, `getattr` of
+    `torch.optim`, or a class an optimizer module binds); True for a file without an export."""
+    if export is None:
+        return True
+    bindings: dict[str, list[str]] = {}
+    for name, target in export.bindings:
+        bindings.setdefault(name, []).append(target)
+    starred = any(name[:-2].startswith(_OPTIMIZER_ROOTS) for name in export.imports if name.endswith(".*"))
+    for scope in export.scopes:
+        for symbol in scope.symbols:
+            last = symbol.rpartition(".")[2]
+            if last == "getattr" or last in _MODEL_OPTIMIZER_METHODS or _is_factory(last):
+                return True
+            if last in _OPTIMIZER_CLASSES or _named_like_an_optimizer_class(last):
+                return True
+            if not last[:1].isupper() or last == "Optimizer" or symbol.startswith("."):
+                continue
+            if starred and "." not in symbol:
+                return True  # `from torch.optim import *` ... `Foo(...)`
+            root, _, rest = symbol.partition(".")
+            for target in bindings.get(root, ()):
+                qualname = f"{target}.{rest}" if rest else target
+                if qualname.startswith(_OPTIMIZER_MODULES) and "lr_scheduler" not in qualname:
+                    return True
+    return False

@@ -30,21 +30,22 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, passed_for, read_call
 from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord, LoopRecord
 from torchlint.facts.syntax.module import is_docstring
-from torchlint.facts.syntax.names import BindingKind, Scope
+from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.values import literal_of
 from torchlint.facts.syntax.walk import calls_in
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.evaluation import only_evaluates
 from torchlint.facts.torch.loaders import Loader, LoaderAnalysis
-from torchlint.facts.torch.vocabulary import Device
+from torchlint.facts.torch.reach import call_may_run
+from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES, Device
 
 if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.exports import ExportIndex
 
 BACKWARD = "backward"
 STEP = "step"
-BACKWARD_METHODS = frozenset({"backward", "manual_backward"})  # a tensor's, an engine's, Lightning's
 _WRAPPERS = {
     "enumerate",
     "iter",
@@ -113,9 +114,6 @@ class ExternalSource:
 Source = Loader | ParamSource | ExternalSource
 
 
-_OPTIMIZER_NAMES = ("optimizer", "opt", "optim", "optimiser")
-
-
 @cache
 def _closed_expressions() -> tuple[type, ...]:
     """Expressions whose code ends in a bracket, a quote or a digit: never in an optimizer's name."""
@@ -151,7 +149,8 @@ class TrainingAnalysis:
             elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
                 events.add(STEP)
         if depth < MAX_DEPTH:
-            targets = self.targets(call)
+            quiet = self._runs_no_training(call, steps=True) and not self._hands_over_loss_and_optimizer(call)
+            targets = [] if quiet else self.targets(call)
             for home, function in targets:
                 events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
             if not targets and self._hands_over_loss_and_optimizer(call):
@@ -222,7 +221,7 @@ class TrainingAnalysis:
         modules = [facts]
         if facts.project is not None and facts.file is not None:
             for importer in facts.project.importers_of(facts.file):
-                if facts.project.may_name(importer, {cls.name}):
+                if facts.project.may_derive(importer, cls.name, facts.file):
                     other = facts.project.facts_for(importer, facts.file)
                     if other is not None and other is not facts:
                         modules.append(other)
@@ -364,7 +363,7 @@ class TrainingAnalysis:
         # The optimizer first, and only among arguments whose code can end in a word: rendering every
         # argument of every call that resolves nowhere (most of them) cost more than the rest of the check.
         if not any(
-            self.source.code(arg.value).lower().split(".")[-1] in _OPTIMIZER_NAMES
+            self.source.code(arg.value).lower().split(".")[-1] in OPTIMIZER_NAMES
             for arg in args
             if not isinstance(arg.value, _closed_expressions()) and not getattr(arg.value, "rpar", ())
         ):
@@ -397,6 +396,7 @@ class TrainingAnalysis:
                 found = any(
                     home.analysis(TrainingAnalysis).has_training_loop(target, depth + 1)
                     for call in function.calls
+                    if not self._runs_no_training(call, steps=False)
                     for home, target in self.targets(call)
                 )
             self._has_loop[key] = found
@@ -408,10 +408,33 @@ class TrainingAnalysis:
         if any(self.is_training_loop(inner) for inner in _descendants(loop)):
             return False
         for call in loop.all_calls():
+            if self._runs_no_training(call, steps=False):
+                continue
             for home, target in self.targets(call):
                 if home.analysis(TrainingAnalysis).has_training_loop(target):
                     return False  # this loop runs epochs of a training loop elsewhere
         return True
+
+    def _runs_no_training(self, call: CallRecord, steps: bool) -> bool:
+        """Nothing the call may run (`targets`) runs a backward pass (nor, with `steps`, a step), read from
+        the exports of the files it leads to without building their facts (`reach.call_may_run`): then none
+        of those functions has a training loop, nor events. Asked of calls of another file's names (an
+        import, an attribute): a def or a class of this module costs nothing to resolve here."""
+        source = self.source
+        if source.project is None or source.file is None:
+            return False
+        func = call.node.func
+        if isinstance(func, cst.Name):
+            bindings = call.scope.lookup(func.value)
+            if not bindings or any(binding.kind is not BindingKind.IMPORT for binding in bindings):
+                return False
+            symbol = func.value
+        elif isinstance(func, cst.Attribute):
+            symbol = dotted(func) or f".{func.attr.value}"
+        else:
+            return False
+        project: ExportIndex = source.project  # type: ignore[assignment]
+        return not call_may_run(project, source.file, symbol, source.file, steps=steps)
 
     @property
     def training_loops(self) -> list[LoopRecord]:

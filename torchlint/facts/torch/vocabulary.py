@@ -65,3 +65,7 @@ NEWER_TORCH_APIS: dict[str, tuple[int, int]] = {
     "torch.func.functional_call": (2, 0),
     "torch.amp.GradScaler": (2, 3),
 }
+
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})  # a tensor's, an engine's, Lightning's
+# What code calls an optimizer it hands to a helper (`loss_scaler(loss, optimizer)`)
+OPTIMIZER_NAMES = frozenset({"optimizer", "opt", "optim", "optimiser"})

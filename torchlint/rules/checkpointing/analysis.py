@@ -34,12 +34,14 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.values import is_false_constant
-from torchlint.facts.torch.models import ModelAnalysis, relative_path
+from torchlint.facts.torch.models import ModelAnalysis, may_train, relative_path
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis, environment_default
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
@@ -191,7 +193,17 @@ class CheckpointAnalysis:
         values = cls.attributes.get(name)
         if not values or not all(is_false_constant(value) for value, _ in values):
             return False
-        return not any(_may_turn_on(module, name) for module in self._candidates())
+        if _may_turn_on(self.source, name):
+            return False
+        project, file = self.source.project, self.source.file
+        if project is None or file is None:
+            return True
+        for other in self._candidate_files:
+            if project.may_name(other, (name, "supports_gradient_checkpointing", "__dict__", "setattr")):
+                module = project.facts_for(other, file)  # the words `_may_turn_on` looks for are there
+                if module is not None and _may_turn_on(module, name):
+                    return False
+        return True
 
     @cached_property
     def _records(self) -> dict[int, CallRecord]:
@@ -332,22 +344,38 @@ class CheckpointAnalysis:
 
     # -- which classes are trained --------------------------------------------------------------------
 
+    @cached_property
+    def _candidate_files(self) -> list[Path]:
+        """The project files that import this module, and up to two more levels of importers, nearest first
+        (main.py -> models/__init__.py -> models/detr.py -> models/transformer.py)."""
+        source = self.source
+        if source.project is None or source.file is None:
+            return []
+        project, own = source.project, source.file.resolve()
+        found: list[Path] = []
+        frontier = [own]
+        for _ in range(3):
+            following = []
+            for file in frontier:
+                for importer in project.importers_of(file):
+                    if importer != own and importer not in found and project.export_of(importer) is not None:
+                        found.append(importer)
+                        following.append(importer)
+            frontier = following
+        return found
+
     def _candidates(self) -> list[SourceModule]:
-        """This module, the project modules that import it, and up to two more levels of importers."""
+        """This module, and those of `_candidate_files` that may train a model (`may_train`): the others'
+        facts are not built, since nothing they hold can train a class of this one."""
         source = self.source
         found = [source]
-        frontier = [source]
-        for _ in range(3):  # main.py -> models/__init__.py -> models/detr.py -> models/transformer.py
-            following = []
-            for module in frontier:
-                if module.project is None or module.file is None:
-                    continue
-                for importer in module.project.importers_of(module.file):
-                    other = module.project.facts_for(importer, source.file)
-                    if other is not None and other not in found:
-                        found.append(other)
-                        following.append(other)
-            frontier = following
+        if source.project is None or source.file is None:
+            return found
+        for file in self._candidate_files:
+            if may_train(source.project, file, source.file):
+                other = source.project.facts_for(file, source.file)
+                if other is not None and other not in found:
+                    found.append(other)
         return found
 
     @cached_property

@@ -1,0 +1,325 @@
+"""Exports: what one file tells the others, read from its bytes alone, and the cross-file questions they
+answer without building other files' facts (a LibCST parse and the analyses it raises)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from support import project_facts, settings
+
+import torchlint.index.project as project_module
+from torchlint.facts.torch.exports import Export, ScopeExport, export_of_bytes
+from torchlint.facts.torch.models import may_train
+from torchlint.index.project import Project
+from torchlint.linter import Linter
+
+
+def export(source: str) -> Export:
+    found = export_of_bytes(textwrap.dedent(source).encode())
+    assert found is not None
+    return found
+
+
+def test_an_export_says_what_the_file_imports_defines_and_calls_per_scope():
+    found = export(
+        """
+        import torch.nn as nn
+        from .engine import train_one_epoch as run_epoch
+        from models import *
+
+        class Net(nn.Module, Mixin):
+            def forward(self, x):
+                return self.head(helper(x))
+
+        def helper(x):
+            def inner():
+                return x.sum().backward()
+            return inner
+
+        run_epoch(model, loader)
+        """
+    )
+    assert found.imports == ["torch.nn", ".engine", ".engine.train_one_epoch", "models", "models.*"]
+    assert found.bindings == [["nn", "torch.nn"], ["run_epoch", ".engine.train_one_epoch"]]
+    assert found.aliases == [["nn", "nn"], ["train_one_epoch", "run_epoch"]]
+    assert found.classes == ["Net"]
+    assert found.bases == [["Net", "nn.Module", "Mixin"]]
+    assert sorted(found.functions) == ["forward", "helper", "inner", "nn", "run_epoch"]
+    assert found.scopes == [
+        ScopeExport("", False, False, ["run_epoch"]),
+        ScopeExport("Net.forward", False, False, ["helper", "self.head"]),
+        ScopeExport("helper", True, False, [".backward", "x.sum"]),  # `inner` is helper's: its backward too
+    ]
+
+
+def test_the_export_finds_imports_wherever_statements_hold_them():
+    source = """
+        import a
+        try:
+            import b
+        except ImportError:
+            from c import d
+        else:
+            import e
+        finally:
+            import f
+        def g():
+            import h
+            class I:
+                from j import k
+        if x:
+            import l
+        while y:
+            import m
+        with n:
+            import o
+        match p:
+            case 1:
+                import q
+        for r in s:
+            pass
+        else:
+            import t
+        lambda: __import__("u")
+        """
+    found = export(source)
+    expected = ["a", "b", "c", "c.d", "e", "f", "h", "j", "j.k", "l", "m", "o", "q", "t"]
+    assert sorted(found.imports) == expected
+    assert found.classes == ["I"] and "g" in found.functions
+
+
+@pytest.mark.parametrize(
+    ("call", "backward"),
+    [
+        ("loss.backward()", True),
+        ("self.manual_backward(loss)", True),
+        ("loss_scaler(loss, optimizer)", True),  # a helper handed the loss and the optimizer
+        ("step(self.opt, total_loss * 2)", True),
+        ("run(**vars(opt))", False),  # `opt`: the command line's options, and no loss in the call
+        ("optimizer.step()", False),
+        ('print("backward")', False),
+    ],
+)
+def test_a_scope_may_run_a_backward_pass_by_itself(call, backward):
+    assert [scope.backward for scope in export(f"def f():\n    {call}\n").scopes] == [backward]
+
+
+def test_a_function_handed_to_a_call_is_one_it_may_run_unless_a_parameter_shadows_it():
+    found = export(
+        """
+        def step():
+            pass
+
+        def main():
+            timer.run(step)
+
+        def forward(x, step):
+            return layer(x, step)
+        """
+    )
+    symbols = {scope.name: scope.symbols for scope in found.scopes}
+    assert symbols["main"] == ["step", "timer.run"]
+    assert symbols["forward"] == ["layer"]
+
+
+def test_an_export_survives_the_cache_and_a_corrupted_entry_is_refused():
+    found = export("import torch\nclass A(torch.nn.Module):\n    def f(self):\n        g()\n")
+    assert Export.from_json(found.to_json()) == found
+    broken = found.to_json()
+    broken[-1] = [["f", "yes", False, []]]
+    assert Export.from_json(broken) is None
+    assert Export.from_json({"imports": []}) is None
+
+
+def test_a_file_cpython_does_not_parse_has_no_export():
+    assert export_of_bytes(b"def (:\n") is None
+
+
+# -- the questions exports answer ------------------------------------------------------------------------
+
+MODEL = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, 4, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(x, x, x)[0]
+        return x + self.mlp(x)
+
+
+class Net(nn.Module):
+    def __init__(self, dim=64, depth=24):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(dim) for _ in range(depth)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+"""
+TRAIN = """\
+import argparse
+
+import torch
+from model import Net
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--depth", type=int, default=24)
+args = parser.parse_args()
+model = Net(depth=args.depth).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+for x in range(1000):
+    loss = model(torch.randn(4, 8, 64, device="cuda")).sum()
+    loss.backward()
+    optimizer.step()
+"""
+PREDICT = """\
+import torch
+from model import Net
+from plots import show
+
+model = Net().cuda().eval()
+with torch.no_grad():
+    show(model(torch.randn(4, 8, 64, device="cuda")))
+"""
+PLOTS = "def show(y):\n    print(y)\n"
+
+
+@pytest.fixture
+def built(monkeypatch) -> list[str]:
+    """The names of the files whose facts the index builds (other than the checked one)."""
+    names: list[str] = []
+    original = Project._build
+
+    def counting(self, path):
+        names.append(path.name)
+        return original(self, path)
+
+    monkeypatch.setattr(Project, "_build", counting)
+    return names
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def tl401(root: Path, checked: str) -> list[tuple[str, int]]:
+    path = root / checked
+    found = Linter().check_text(str(path), path.read_text(), settings(select=("TL401",)))
+    return [(d.code, d.location.line) for d in found]
+
+
+def test_which_modules_train_a_class_builds_only_those_that_may_train(tmp_path, built):
+    write(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "predict.py": PREDICT, "plots.py": PLOTS})
+    assert tl401(tmp_path, "model.py") == [("TL401", 19)]
+    assert "train.py" in built
+    assert "predict.py" not in built and "plots.py" not in built  # they run no backward pass
+
+
+def test_may_train_follows_a_call_into_another_module_and_a_method_named_on_an_object(tmp_path):
+    files = {
+        "model.py": MODEL,
+        "engine.py": "def fit(model, opt, batches):\n    for b in batches:\n        model(b).sum().backward()\n"
+        "        opt.step()\n",
+        "main.py": "import engine\nfrom model import Net\n\nengine.fit(Net(), None, [])\n",
+        "trainer.py": "class Trainer:\n    def run(self, model):\n        model(1).backward()\n",
+        "app.py": "from trainer import Trainer\n\n\ndef go(t):\n    t.run(None)\n",
+        "pkg/__init__.py": "",
+        "pkg/loop.py": "def train(m):\n    m().backward()\n",
+        "script.py": "import pkg\n\npkg.loop.train(None)\n",
+        "predict.py": PREDICT,
+        "plots.py": PLOTS,
+    }
+    write(tmp_path, files)
+    project = Project(tmp_path)
+    requester = tmp_path / "model.py"
+
+    def trains(name: str) -> bool:
+        return may_train(project, tmp_path / name, requester)
+
+    assert trains("main.py")  # through `engine.fit`
+    assert trains("app.py")  # `t.run(...)`: a method of that name in a class it imports
+    assert trains("script.py")  # `import pkg` ... `pkg.loop.train(...)`
+    assert not trains("predict.py") and not trains("plots.py")
+
+
+def test_a_base_class_loop_running_an_override_in_an_importer_counts(tmp_path):
+    files = {
+        "base.py": "class Base:\n    def fit(self, m):\n        for _ in range(9):\n            self.step(m)\n",
+        "impl.py": "from base import Base\n\n\nclass Impl(Base):\n    def step(self, m):\n        m().backward()\n",
+        "user.py": "from base import Base\n\n\ndef go(b):\n    b.fit(None)\n",
+    }
+    write(tmp_path, files)
+    assert may_train(Project(tmp_path), tmp_path / "user.py", tmp_path / "base.py")
+
+
+def test_finding_callers_of_a_function_here_builds_no_other_module(tmp_path, built):
+    facts = project_facts(
+        tmp_path,
+        {
+            "utils.py": "def log(x):\n    print(x)\n",
+            "train.py": "import utils\n\n\ndef step(x):\n    utils.log(x)\n\n\nstep(1)\nutils.log(2)\n",
+        },
+        "train.py",
+    )
+    source = facts.source
+    [step] = [f for f in source.functions if f.name == "step"]
+    assert [source.code(call.node) for call in source.callers_of(step)] == ["step(1)"]
+    assert built == []
+
+
+def test_subclasses_are_looked_for_only_in_importers_that_derive_a_class(tmp_path, built):
+    facts = project_facts(
+        tmp_path,
+        {
+            "base.py": "class Base:\n    def run(self):\n        self.step()\n\n    def step(self):\n        pass\n",
+            "uses.py": "from base import Base\n\nBase().run()\n",
+            "derives.py": "from base import Base as Parent\n\n\nclass Child(Parent):\n    def step(self):\n"
+            "        pass\n",
+        },
+        "base.py",
+    )
+    from torchlint.facts.torch.training import TrainingAnalysis
+
+    [base] = facts.source.classes
+    found = facts.source.analysis(TrainingAnalysis)._subclasses(base)
+    assert [cls.name for _, cls in found] == ["Child"]
+    assert built == ["derives.py"]
+
+
+def test_the_checked_text_is_exported_not_the_bytes_on_disk(tmp_path):
+    write(tmp_path, {"a.py": "def f():\n    pass\n"})
+    facts = project_facts(tmp_path, {"a.py": "def f():\n    pass\n"}, "a.py")
+    project = facts.source.project
+    assert project.export_of(tmp_path / "a.py").scopes == [ScopeExport("f", False, False, [])]
+    from torchlint.facts.syntax.module import SourceModule
+
+    buffer = "def f():\n    loss.backward()\n"
+    import libcst as cst
+
+    project.register(
+        tmp_path / "a.py", SourceModule("a.py", buffer, cst.parse_module(buffer), project, tmp_path / "a.py")
+    )
+    assert project.export_of(tmp_path / "a.py").scopes == [ScopeExport("f", True, False, ["loss.backward"])]
+
+
+def test_exports_are_computed_once_per_content(tmp_path, monkeypatch):
+    write(tmp_path, {"a.py": "import b\n", "b.py": "x = 1\n"})
+    seen: list[int] = []
+    original = project_module._exports_of
+    monkeypatch.setattr(project_module, "_exports_of", lambda data: seen.append(len(data)) or original(data))
+    project = Project(tmp_path)
+    for _ in range(3):
+        project.export_of(tmp_path / "a.py")
+    assert len(seen) == 1

@@ -1,0 +1,348 @@
+"""What one file tells the others, read from its bytes alone: its export.
+
+Cross-file questions ("who imports this file?", "does this module bind a class of that name?", "can this
+script's code run a backward pass?") are asked of many files to learn that most of them do not matter. An
+export answers them from one `ast` pass (CPython's parser: a tenth of LibCST's time, and none of the
+analysis a module's facts then raise), and depends on the file's content only: it is computed once per
+content hash and kept between runs by the cache (`torchlint.cache.imports`), so that a file's facts are
+built only where a question needs its code. Names are kept as the file writes them: resolving them to
+files depends on which files exist, and is the index's work (`torchlint.facts.torch.reach` follows them).
+
+The code of a file is exported per scope: the module's own statements (`""`), each function (`"train"`) and
+each method (`"Trainer.fit"`, nested classes by their own name); functions, lambdas and comprehensions
+defined inside one belong to it. A scope lists what its calls name (`symbols`) and whether one of its
+calls may run a backward pass by itself. `torchlint debug exports FILE` prints one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES
+
+
+class ScopeExport(NamedTuple):
+    """The calls of one scope: what each names (`f`, `a.b.f`, `.method` for a method of an object the
+    code computes), the names handed to a call (a function given to a helper that runs it), and whether
+    one of them may run a backward pass itself (`loss.backward()`, `self.manual_backward(loss)`, or a
+    helper handed the loss and the optimizer: `loss_scaler(loss, optimizer)`) or a step (`x.step()`)."""
+
+    name: str
+    backward: bool
+    steps: bool  # `x.step()`: an optimizer's step, maybe
+    symbols: list[str]  # a name handed to a call: where it may be a function defined in the file
+
+
+class Export(NamedTuple):
+    """One file's export. Names in the order the file writes them, symbols sorted (equal scopes give equal
+    exports, and the cache's JSON is stable)."""
+
+    imports: list[str]  # the module names its imports write (`from a import b`: `a` and `a.b`)
+    aliases: list[list[str]]  # the [name, asname] pairs its imports rename
+    classes: list[str]  # the name of every class statement, at any depth
+    functions: list[str]  # the names every def statement and every import binds, at any depth
+    imported: list[str]  # the names import statements bind (a package re-exporting a class), at any depth
+    bases: list[list[str]]  # [class, each of its bases as written (`nn.Module`)] for every class statement
+    bindings: list[list[str]]  # [name, dotted path] for every name an import binds (`from .a import b as c`)
+    scopes: list[ScopeExport]
+
+    def to_json(self) -> list:
+        return [*self[:-1], [list(scope) for scope in self.scopes]]
+
+    @classmethod
+    def from_json(cls, value: object) -> Export | None:
+        """The export a cache entry holds; None for anything else (an older or corrupted entry)."""
+        if not isinstance(value, list) or len(value) != len(cls._fields):
+            return None
+        imports, aliases, classes, functions, imported, bases, bindings, scopes = value
+        if not all(_names(field) for field in (imports, classes, functions, imported)):
+            return None
+        if not all(
+            isinstance(pair, list) and len(pair) == 2 and _names(pair) for pair in (*aliases, *bindings)
+        ):
+            return None
+        if not isinstance(bases, list) or not all(isinstance(b, list) and b and _names(b) for b in bases):
+            return None
+        if not isinstance(scopes, list) or not all(_is_scope(scope) for scope in scopes):
+            return None
+        return cls(
+            list(imports),
+            [list(pair) for pair in aliases],
+            list(classes),
+            list(functions),
+            list(imported),
+            [list(names) for names in bases],
+            [list(pair) for pair in bindings],
+            [ScopeExport(name, backward, steps, list(symbols)) for name, backward, steps, symbols in scopes],
+        )
+
+    def scope(self, name: str) -> ScopeExport | None:
+        for scope in self.scopes:
+            if scope.name == name:
+                return scope
+        return None
+
+
+class ExportIndex(Protocol):
+    """What the project index answers from exports (torchlint.index.project implements it)."""
+
+    def export_of(self, path: Path, requester: Path | None = None) -> Export | None:
+        """`path`'s export (None: not known to parse); `requester`'s answers depend on it from now on."""
+        ...
+
+    def module_file(self, importer: Path, dotted: str) -> Path | None:
+        """The file a module name means when imported by `importer` (None: not in the project)."""
+        ...
+
+    def imported_by(self, path: Path, requester: Path) -> list[Path]:
+        """The project files a name `path` writes can resolve to."""
+        ...
+
+    def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
+        """The importers of `path` that derive a class from one named like one of its classes."""
+        ...
+
+    def memo(self, name: str) -> dict:
+        """A dictionary kept for the run."""
+        ...
+
+
+def describe_export(export: Export) -> str:
+    """An export as `torchlint debug exports` prints it."""
+    lines = [f"imports: {', '.join(export.imports) or '(none)'}", "bindings:"]
+    lines += [f"  {name} = {dotted}" for name, dotted in export.bindings] or ["  (none)"]
+    lines.append("classes:")
+    lines += [f"  {name}({', '.join(bases)})" for name, *bases in export.bases] or ["  (none)"]
+    lines.append("scopes:")
+    for scope in export.scopes:
+        runs = [what for what, flag in (("a backward pass", scope.backward), ("a step", scope.steps)) if flag]
+        itself = f" (may run {' and '.join(runs)} itself)" if runs else ""
+        lines.append(f"  {scope.name or '<module>'}{itself}: {', '.join(scope.symbols) or '(no calls)'}")
+    if not export.scopes:
+        lines.append("  (none)")
+    return "\n".join(lines) + "\n"
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _is_scope(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 4
+        and isinstance(value[0], str)
+        and isinstance(value[1], bool)
+        and isinstance(value[2], bool)
+        and _names(value[3])
+    )
+
+
+def export_of_bytes(data: bytes) -> Export | None:
+    """The file's export; None when CPython does not parse it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(data)
+        return _Exporter(data).export(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+_LONE_CR = re.compile(rb"\r(?!\n)")
+_OWN_NAMES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)  # a scope of their own
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> the fields that may hold nodes
+_NEWLINE = re.compile(rb"\n")
+
+
+class _Where(NamedTuple):
+    """Where a node is: the scope its calls belong to, the class whose body holds it directly (its defs are
+    methods), whether it is in a function, and whether the names it binds are the scope's own."""
+
+    scope: str
+    owner: str | None
+    in_function: bool
+    binds: bool
+
+
+class _Exporter:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.lines: list[int] | None = None  # where each line starts, once a call's text is needed
+        self.export_ = Export([], [], [], [], [], [], [], [])
+        self.scopes: dict[str, tuple[list[bool], set[str]]] = {}
+        self.handed: dict[str, set[str]] = {}  # scope -> the names its calls are handed (`run(step)`)
+        self.local: dict[str, set[str]] = {}  # scope -> the names it assigns or takes as parameters
+        self.defs: set[str] = set()  # the name of every def statement
+
+    def export(self, tree: ast.Module) -> Export:
+        todo = [(tree, _Where("", None, False, True))]
+        while todo:
+            node, where = todo.pop()
+            if isinstance(node, ast.ClassDef):
+                self.export_.classes.append(node.name)
+                self.export_.bases.append([node.name, *(n for n in map(_written_base, node.bases) if n)])
+                body = where._replace(owner=node.name, binds=False)  # class attributes: not the scope's names
+                todo += [(child, body) for child in reversed(node.body)]  # popped in the text's order
+                todo += [
+                    (child, where) for child in reversed((*node.decorator_list, *node.bases, *node.keywords))
+                ]
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.export_.functions.append(node.name)
+                self.defs.add(node.name)
+                if where.owner is not None:  # a method, also of a class defined in a function
+                    inner = _Where(f"{where.owner}.{node.name}", None, True, True)
+                elif not where.in_function:
+                    inner = _Where(node.name, None, True, True)
+                else:  # a function defined in one belongs to it (what it binds is its own)
+                    inner = where._replace(binds=False)
+                self._scope(inner.scope)
+                todo += [(child, inner) for child in reversed(list(ast.iter_child_nodes(node)))]
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._import(node)
+                continue
+            kind = type(node)
+            if kind is ast.Name:
+                if where.binds and type(node.ctx) is ast.Store:
+                    self.local.setdefault(where.scope, set()).add(node.id)
+                continue
+            if kind is ast.Constant:
+                continue
+            if kind is ast.Call:
+                self._call(node, where.scope)
+            elif kind is ast.arg and where.binds:
+                self.local.setdefault(where.scope, set()).add(node.arg)
+            elif kind in _OWN_NAMES:
+                where = where._replace(binds=False)  # their names are their own
+            fields = _FIELDS.get(kind)
+            if fields is None:
+                fields = _FIELDS[kind] = tuple(field for field in kind._fields if field != "ctx")
+            for field in reversed(fields):  # `ast.iter_child_nodes` inlined (most of an export's time)
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    todo += [(item, where) for item in reversed(value) if isinstance(item, ast.AST)]
+                elif isinstance(value, ast.AST):
+                    todo.append((value, where))
+        scopes = []
+        for name, (flag, symbols) in self.scopes.items():
+            local = self.local.get(name, set())
+            handed = {
+                h
+                for h in self.handed.get(name, ())
+                if h.rpartition(".")[2] in self.defs and ("." in h or h not in local)
+            }
+            scopes.append(ScopeExport(name, flag[0], flag[1], sorted(symbols | handed)))
+        return self.export_._replace(scopes=sorted(scopes))
+
+    def _scope(self, name: str) -> tuple[list[bool], set[str]]:
+        found = self.scopes.get(name)
+        if found is None:
+            found = self.scopes[name] = ([False, False], set())
+        return found
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        export = self.export_
+        if isinstance(node, ast.Import):
+            export.imports.extend(alias.name for alias in node.names)
+            for alias in node.names:
+                bound = alias.asname or alias.name.partition(".")[0]
+                export.bindings.append([bound, alias.name if alias.asname else bound])
+                export.functions.append(bound)
+                export.imported.append(bound)
+        else:
+            base = "." * node.level + (node.module or "")
+            export.imports.append(base)
+            for alias in node.names:
+                dotted = base + alias.name if base.endswith(".") else f"{base}.{alias.name}"
+                export.imports.append(dotted)
+                if alias.name != "*":
+                    bound = alias.asname or alias.name
+                    export.bindings.append([bound, dotted])
+                    export.functions.append(bound)
+                    export.imported.append(bound)
+        export.aliases.extend(
+            [a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None
+        )
+
+    def _call(self, node: ast.Call, scope: str) -> None:
+        flag, symbols = self._scope(scope)
+        func = node.func
+        written = _dotted(func)
+        if written is not None:
+            symbols.add(written)
+        elif isinstance(func, ast.Attribute):
+            symbols.add(f".{func.attr}")
+        if isinstance(func, ast.Attribute) and func.attr in BACKWARD_METHODS:
+            flag[0] = True
+        elif isinstance(func, ast.Attribute) and func.attr == "step":
+            flag[1] = True
+        arguments = [*node.args, *(keyword.value for keyword in node.keywords)]
+        for argument in arguments:
+            handed = _dotted(argument)
+            if handed is not None and handed.count(".") <= 1:  # `timer.run(step)`, `run(self.step)`
+                self.handed.setdefault(scope, set()).add(handed)
+        if not flag[0] and any((_last_name(a) or "").lower() in OPTIMIZER_NAMES for a in arguments):
+            flag[0] = b"loss" in self._text_of(node).lower()
+
+    def _text_of(self, node: ast.expr) -> bytes:
+        """The lines a node spans (its text and more: enough to look for a word in it). A file with a lone
+        carriage return, whose lines CPython may count otherwise, gives all of its bytes."""
+        if self.lines is None:
+            if _LONE_CR.search(self.data):
+                return self.data
+            self.lines = [0, *(match.end() for match in _NEWLINE.finditer(self.data))]
+        start = self.lines[node.lineno - 1] if node.lineno - 1 < len(self.lines) else 0
+        end_line = node.end_lineno or len(self.lines)
+        end = self.lines[end_line] if end_line < len(self.lines) else len(self.data)
+        return self.data[start:end]
+
+
+def _written_base(node: ast.expr) -> str | None:
+    """A base as written (`nn.Module`), or the name it ends with (`Generic[T]`: none, `mixin()`: none)."""
+    return _dotted(node) or _last_name(node)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a chain of attributes on a name, `a` for a name; None for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _last_name(node: ast.expr) -> str | None:
+    """The name an expression's code ends with, where it ends with one: `a.b` ends with `b`, `x + y` and
+    `-y` with `y`'s (the operand written last), `f(x)` and `"s"` with none."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, ast.BinOp):
+            node = node.right
+        elif isinstance(node, ast.BoolOp):
+            node = node.values[-1]
+        elif isinstance(node, ast.Compare):
+            node = node.comparators[-1]
+        elif isinstance(node, ast.IfExp):
+            node = node.orelse
+        elif isinstance(node, ast.UnaryOp):
+            node = node.operand
+        elif isinstance(node, (ast.Starred, ast.Await, ast.NamedExpr)):
+            node = node.value
+        elif isinstance(node, ast.Lambda):
+            node = node.body
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)) and node.value is not None:
+            node = node.value
+        else:
+            return None

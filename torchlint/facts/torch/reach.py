@@ -1,0 +1,313 @@
+"""Whether a module's code (or one of its calls) can run a backward pass or a step, followed through the
+exports of the files it calls into, without building any module's facts.
+
+`ModelAnalysis.trains` (and with it every model a module trains) needs a training loop, here or in a
+function the module runs, or training handed to a trainer object; a training loop needs a backward pass
+among the calls it runs. Questions like "which modules train this class?" ask it of every importer of a
+file, up to three levels: most answer no, and building their facts to learn it (a LibCST parse and the
+analyses it raises) was most of a one-file check. Here the answer is read from the exports
+(`torchlint.facts.torch.exports`): a scope's calls are followed to the scopes they may run, as the analysis
+resolves them, but wider — a name through the file's imports and re-exports; a method called on an object
+(`x.m()`, `self.m()`) to every method of that name in the files the scope's file reaches through its
+imports, and in the files that derive a class from one of theirs. A file without an export (CPython does
+not parse it) may run anything. So "no" is certain, and "yes" means "build the facts and ask".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torchlint.facts.torch.exports import Export, ExportIndex
+
+Node = tuple[Path, str]  # a file and the name of one of its scopes
+MAX_REEXPORTS = 8  # `from .a import f` in a chain of packages, at most (deeper: unknown)
+
+
+def may_run_backward(project: ExportIndex, path: Path, requester: Path) -> bool:
+    """Whether a scope of the module at `path` may run a backward pass, itself or through what it calls.
+    `requester`'s answers depend on every export read from now on."""
+    graph = _Graph(project, requester, steps=False)
+    export = graph.export(path)
+    if export is None:
+        return True
+    return any(graph.reaches((graph.real(path), scope.name)) for scope in export.scopes)
+
+
+def call_may_run(project: ExportIndex, path: Path, symbol: str, requester: Path, *, steps: bool) -> bool:
+    """Whether a call of file `path` naming `symbol` (as exports write it: `f`, `a.b.f`, `.m`) may run a
+    backward pass (or, with `steps`, a step) in what it calls."""
+    graph = _Graph(project, requester, steps)
+    known: dict[tuple[Path, str, bool], bool] = project.memo("call runs")
+    key = (graph.real(path), symbol, steps)
+    if key not in known:
+        table = graph.table(path)
+        nodes = graph.resolve(path, table, symbol) if table is not None else None
+        known[key] = nodes is None or any(graph.reaches(node) for node in nodes)
+    else:
+        graph.table(path)  # the answer depends on the file's export all the same
+    return known[key]
+
+
+class _Graph:
+    """The scopes of the project's exports and the calls between them, read lazily; what is known not to
+    reach a backward pass is kept for the run (`project.memo`)."""
+
+    def __init__(self, project: ExportIndex, requester: Path, steps: bool) -> None:
+        self.project = project
+        self.requester = requester
+        self.steps = steps  # a step counts as much as a backward pass
+        self.known: dict[Node, bool] = project.memo(
+            "backward or step: reaches" if steps else "backward: reaches"
+        )
+        self.methods: dict[Path, frozenset[Path]] = project.memo("backward: method files")
+        self.paths: dict[Path, Path] = project.memo("backward: real paths")
+        self.tables: dict[Path, _Table | None] = project.memo("backward: tables")
+        self.found_methods: dict[Path, dict[str, list[Node]] | None] = project.memo("backward: methods")
+        # what the requester's answers are known to depend on: files whose exports were read for it, and
+        # files whose method files were
+        recorded: dict[Path, tuple[set[Path], set[Path]]] = project.memo("backward: recorded")
+        self.consulted, self.method_sets = recorded.setdefault(self.real(requester), (set(), set()))
+
+    def real(self, path: Path) -> Path:
+        found = self.paths.get(path)
+        if found is None:
+            found = self.paths[path] = path.resolve()
+        return found
+
+    def export(self, path: Path) -> Export | None:
+        return self.project.export_of(path, self.requester)
+
+    def table(self, path: Path) -> _Table | None:
+        real = self.real(path)
+        if real not in self.consulted:
+            self.consulted.add(real)
+            export = self.export(real)  # the answer depends on it, also when its table is known
+            if real not in self.tables:
+                self.tables[real] = _Table(export) if export is not None else None
+        return self.tables[real]
+
+    def reaches(self, start: Node) -> bool:
+        known = self.known.get(start)
+        if known is not None:
+            return known
+        seen = {start}
+        todo = [start]
+        while todo:
+            node = todo.pop()
+            following = self._following(node)
+            if following is None or any(self.known.get(other) for other in following):
+                self.known[start] = True
+                return True
+            for other in following:
+                if other not in seen and other not in self.known:
+                    seen.add(other)
+                    todo.append(other)
+        self.known.update(dict.fromkeys(seen, False))  # every scope they run was followed: none runs one
+        return False
+
+    def _following(self, node: Node) -> list[Node] | None:
+        """The scopes a scope's calls may run; None where one may run a backward pass, or anything."""
+        path, name = node
+        table = self.table(path)
+        scope = table.scopes.get(name) if table is not None else None
+        if table is None or scope is None or scope.backward or (self.steps and scope.steps):
+            return None
+        found: list[Node] = []
+        for symbol in scope.symbols:
+            nodes = self.resolve(path, table, symbol)
+            if nodes is None:
+                return None
+            found += nodes
+        return found
+
+    def resolve(self, path: Path, table: _Table, symbol: str) -> list[Node] | None:
+        """The scopes a call naming `symbol` in file `path` may run (None: anything)."""
+        if symbol.startswith("."):
+            return self._methods(path, symbol[1:])
+        root, _, rest = symbol.partition(".")
+        if rest:
+            if root in table.bindings:
+                found: list[Node] = []
+                for dotted in table.bindings[root]:
+                    nodes = self._resolve_dotted(path, f"{dotted}.{rest}", 0)
+                    if nodes is None:
+                        return None
+                    found += nodes
+                return found
+            return self._methods(path, rest.rpartition(".")[2])  # `self.m()`, `x.m()`, `Class.m()`
+        return self._named(path, table, symbol, 0)
+
+    def _named(self, path: Path, table: _Table, name: str, depth: int) -> list[Node] | None:
+        """What a name of file `path` may run when called: its function, its class's methods (and its
+        bases'), or what an import binds it to."""
+        found: list[Node] = []
+        if name in table.scopes and "." not in name:
+            found.append((self.real(path), name))
+        if name in table.classes:
+            classes = self._class(path, table, name, depth)
+            if classes is None:
+                return None
+            found += classes
+        for dotted in table.bindings.get(name, ()):
+            nodes = self._resolve_dotted(path, dotted, depth + 1)
+            if nodes is None:
+                return None
+            found += nodes
+        return found
+
+    def _class(self, path: Path, table: _Table, name: str, depth: int) -> list[Node] | None:
+        """Every method of class `name` of file `path`, and of its project bases."""
+        if depth > MAX_REEXPORTS:
+            return None
+        real = self.real(path)
+        found = [(real, scope) for scope in table.methods_of.get(name, ())]
+        for base in table.bases.get(name, ()):
+            if base == name:
+                continue
+            if "." in base:
+                nodes = self.resolve(path, table, base)
+            else:
+                nodes = self._named(path, table, base, depth + 1)
+            if nodes is None:
+                return None
+            found += nodes
+        return found
+
+    def _resolve_dotted(self, path: Path, dotted: str, depth: int) -> list[Node] | None:
+        """`models.yolo.Model` as file `path` imports it: the scopes of that module's function or class,
+        following re-exports (`from .model import Model` in a package) and star imports."""
+        if depth > MAX_REEXPORTS:
+            return None
+        body = dotted.lstrip(".")
+        level = dotted[: len(dotted) - len(body)]
+        module, _, name = body.rpartition(".")
+        if not name:
+            return []
+        module = level + module
+        if not module:
+            return []  # `import torch` ... `torch(...)`: a module is not called
+        target = self.project.module_file(path, module)
+        if target is None:
+            return []  # a library's: not this project's code
+        table = self.table(target)
+        if table is None:
+            return None
+        found = self._named(target, table, name, depth)
+        if found is None:
+            return None
+        if not found:
+            for imported in table.star_imports:
+                if imported.endswith(".*"):  # `from .layers import *`
+                    nodes = self._resolve_dotted(target, f"{imported[:-2]}.{name}", depth + 1)
+                    if nodes is None:
+                        return None
+                    found += nodes
+        return found
+
+    def _methods(self, path: Path, method: str) -> list[Node] | None:
+        """Every method named `method` of the classes whose objects code of file `path` may hold."""
+        real = self.real(path)
+        if real not in self.found_methods:
+            index: dict[str, list[Node]] | None = {}
+            for file in sorted(self._method_files(real)):
+                table = self.table(file)
+                if table is None:
+                    index = None
+                    break
+                for name, scopes in table.methods_named.items():
+                    index.setdefault(name, []).extend((file, scope) for scope in scopes)
+            self.found_methods[real] = index
+        elif real not in self.method_sets:
+            for file in self._method_files(real):
+                self.table(file)  # the answer depends on them all the same
+        self.method_sets.add(real)
+        index = self.found_methods[real]
+        return index.get(method, []) if index is not None else None
+
+    def _method_files(self, path: Path) -> frozenset[Path]:
+        """The file, those it reaches through its imports, and those deriving a class from one of theirs.
+        Computed for every file of a cycle of imports at once (Tarjan's strongly connected components, in
+        one walk): files of one project mostly reach one another, and the set is asked of each."""
+        real = self.real(path)
+        if real not in self.methods:
+            self._close_from(real)
+        return self.methods[real]
+
+    def _next(self, file: Path) -> list[Path]:
+        return [
+            *self.project.imported_by(file, self.requester),
+            *self.project.subclassed_in(file, self.requester),
+        ]
+
+    def _close_from(self, start: Path) -> None:
+        closed = self.methods
+        index: dict[Path, int] = {}
+        low: dict[Path, int] = {}
+        stack: list[Path] = []
+        on_stack: set[Path] = set()
+        work = [(start, iter(self._next(start)))]
+        index[start] = low[start] = 0
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            file, following = work[-1]
+            advanced = False
+            for other in following:
+                if other in closed:
+                    continue
+                if other not in index:
+                    index[other] = low[other] = len(index)
+                    stack.append(other)
+                    on_stack.add(other)
+                    work.append((other, iter(self._next(other))))
+                    advanced = True
+                    break
+                if other in on_stack:
+                    low[file] = min(low[file], index[other])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[file])
+            if low[file] != index[file]:
+                continue
+            component: set[Path] = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == file:
+                    break
+            reached = set(component)
+            for member in component:
+                for other in self._next(member):
+                    if other not in component:
+                        reached |= closed[other]
+            frozen = frozenset(reached)
+            for member in component:
+                closed[member] = frozen
+
+
+class _Table:
+    """One export, indexed for the questions above."""
+
+    def __init__(self, export: Export) -> None:
+        self.scopes = {scope.name: scope for scope in export.scopes}
+        self.classes = set(export.classes)
+        self.bindings: dict[str, list[str]] = {}
+        for name, dotted in export.bindings:
+            self.bindings.setdefault(name, []).append(dotted)
+        self.bases: dict[str, list[str]] = {}
+        for cls, *bases in export.bases:
+            self.bases.setdefault(cls, []).extend(bases)
+        self.methods_of: dict[str, list[str]] = {}  # class -> the names of its method scopes
+        self.methods_named: dict[str, list[str]] = {}  # method -> the names of the scopes of that method
+        for name in self.scopes:
+            cls, dot, method = name.rpartition(".")
+            if dot:
+                self.methods_of.setdefault(cls, []).append(name)
+                self.methods_named.setdefault(method, []).append(name)
+        self.star_imports = [name for name in export.imports if name.endswith(".*")]
