@@ -314,12 +314,16 @@ def test_the_checked_text_is_exported_not_the_bytes_on_disk(tmp_path):
     assert project.export_of(tmp_path / "a.py").scopes == [ScopeExport("f", True, False, ["loss.backward"])]
 
 
-def test_exports_are_computed_once_per_content(tmp_path, monkeypatch):
+def test_a_file_s_code_is_read_once_and_only_when_a_question_needs_it(tmp_path, monkeypatch):
     write(tmp_path, {"a.py": "import b\n", "b.py": "x = 1\n"})
     seen: list[int] = []
-    original = project_module._exports_of
-    monkeypatch.setattr(project_module, "_exports_of", lambda data: seen.append(len(data)) or original(data))
+    original = project_module._code_exports_of
+    monkeypatch.setattr(
+        project_module, "_code_exports_of", lambda data: seen.append(len(data)) or original(data)
+    )
     project = Project(tmp_path)
+    assert project.importers_of(tmp_path / "b.py") == [tmp_path / "a.py"]
+    assert seen == []  # who imports a file: statements only
     for _ in range(3):
         project.export_of(tmp_path / "a.py")
-    assert len(seen) == 1
+    assert seen == [len("import b\n")]

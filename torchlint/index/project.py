@@ -15,8 +15,11 @@ files that really use it, not every file that imports it.
 
 from __future__ import annotations
 
+import bisect
+import os
 import re
 from collections.abc import Callable, Collection, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -83,6 +86,7 @@ class Project:
         self._imported_by: dict[Path, list[Path]] = {}  # file -> `imported_by(file)`
         self._subclassed: dict[Path, list[Path]] = {}  # file -> `subclassed_in(file)`
         self._memos: dict[str, dict] = {}
+        self._sorted_files: list[tuple[str, Path]] | None = None  # `_files_under`'s index
         self._exports: dict[Path, Export | None] = {}  # file -> `export_of(file)`
         self._homes_of: dict[tuple[Path, str, str], set[Path] | None] = {}  # `homes`, per importer
 
@@ -176,7 +180,8 @@ class Project:
         if path is None:
             return True
         path = self._real(path)
-        export = self.export_of(path, importer)
+        self._consults(importer, path)
+        export = self.export_of(path) if kind == "function" else self._header_of(path)  # classes: statements
         if export is None or depth > MAX_REEXPORTS:
             return False
         if kind == "class":
@@ -272,9 +277,10 @@ class Project:
             return self._exports[path]
         registered = self._facts.get(path) if path in self._checked else None
         if registered is not None:
-            found = _exports_of(registered.text.encode("utf-8", "surrogatepass"))
+            found = _code_exports_of(registered.text.encode("utf-8", "surrogatepass"))
         else:
-            found = self._summary_of(path)
+            data = self._readable(path)
+            found = self._with_code(path, data) if data is not None else None
         self._exports[path] = found
         return found
 
@@ -286,14 +292,27 @@ class Project:
         self._consults(requester, ALL_FILES)
         found = self._imported_by.get(path)
         if found is None:
-            export = self.export_of(path)
+            export = self._header_of(path)
             data = self._project_bytes().get(path, b"")
             targets = set(self._imported_files(path, data, export)) if export is not None else set()
             for target in list(targets):
                 if target.name == "__init__.py":
-                    targets.update(f for f in self._python_files() if target.parent in f.parents)
+                    targets.update(self._files_under(target.parent))
             found = self._imported_by[path] = sorted(targets - {path})
         return list(found)
+
+    def _files_under(self, folder: Path) -> list[Path]:
+        """The project's Python files in `folder` and below (a range of the sorted list of their paths)."""
+        if self._sorted_files is None:
+            self._sorted_files = sorted((str(f), f) for f in self._python_files())
+        prefix = str(folder) + os.sep
+        start = bisect.bisect_left(self._sorted_files, (prefix,))
+        found = []
+        for name, file in self._sorted_files[start:]:
+            if not name.startswith(prefix):
+                break
+            found.append(file)
+        return found
 
     def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
         """The project files that import `path` and derive a class from one named like one of its classes
@@ -303,7 +322,7 @@ class Project:
         self._consults(requester, ALL_FILES)
         found = self._subclassed.get(path)
         if found is None:
-            export = self.export_of(path)
+            export = self._header_of(path)
             found = []
             if export is not None and export.classes:
                 named = self._with_aliases(set(export.classes))
@@ -321,7 +340,7 @@ class Project:
         )  # `ast` normalises others
 
     def _derives(self, path: Path, names: set[str]) -> bool:
-        export = self.export_of(path)
+        export = self._header_of(path)
         return export is None or any(
             base.rpartition(".")[2] in names for bases in export.bases for base in bases[1:]
         )
@@ -331,13 +350,27 @@ class Project:
         return self._memos.setdefault(name, {})
 
     def flush(self) -> None:
-        """Hand what this run found to the summaries' store (exports computed since the last question)."""
-        self._save_summaries()
+        """Hand the exports computed since the last question to the store (nothing when none was: the first
+        save of a run reads every project file, to drop what no file holds any longer)."""
+        if self._unsaved:
+            self._save_summaries()
+
+    def _header_of(self, path: Path) -> Export | None:
+        """What `path`'s statements say (its export, its code's scopes maybe not read): the checked text's
+        for the checked file."""
+        path = self._real(path)
+        return self.export_of(path) if path in self._checked else self._summary_of(path)
 
     def _summary_of(self, path: Path) -> Export | None:
-        """The summary of `path` where CPython's parser reads its bytes as the facts' decoding does (None:
-        unknown). A coding declaration is the one place they may differ: tokenize ends its first two
-        lines at `\n` only, CPython also at a lone `\r` (`\r# coding: utf-7` is UTF-7 to one of them)."""
+        """The export of `path` without its code (what the import scan reads), where CPython's parser reads
+        its bytes as the facts' decoding does (None: unknown)."""
+        data = self._readable(path)
+        return self._imports(path, data) if data is not None else None
+
+    def _readable(self, path: Path) -> bytes | None:
+        """`path`'s bytes where CPython's parser reads them as the facts' decoding does (None: unknown). A
+        coding declaration is the one place they may differ: tokenize ends its first two lines at `\n`
+        only, CPython also at a lone `\r` (`\r# coding: utf-7` is UTF-7 to one of them)."""
         data = self._bytes.get(path) if self._bytes is not None else None
         if data is None:
             try:
@@ -347,7 +380,19 @@ class Project:
         second_line_end = data.find(b"\n", data.find(b"\n") + 1)
         if b"coding" in (data if second_line_end < 0 else data[:second_line_end]):
             return None
-        return self._imports(path, data)
+        return data
+
+    def _with_code(self, file: Path, data: bytes) -> Export | None:
+        """A file's whole export, its code's scopes included: from the store when an earlier run read its
+        code, else one more pass (the import scan reads only statements: most files it reads are never
+        asked about their code)."""
+        found = self.summaries.get(data) if self.summaries is not None else None
+        if found is None or found.scopes is None:
+            found = _code_exports_of(data)
+            if found is not None and self.summaries is not None:
+                self.summaries.put(data, found)
+                self._unsaved = True
+        return found
 
     def _build(self, path: Path) -> SourceModule | None:
         from torchlint.facts.syntax.module import SourceModule
@@ -601,15 +646,19 @@ def _closing_parenthesis(data: bytes, start: int) -> int:
         position = line_end
 
 
-def _export_within_budget(data: bytes) -> Export | None:
-    """A file's export; None when CPython does not parse it, or must not (torchlint.workspace.budget)."""
+def _export_within_budget(data: bytes, code: bool = False) -> Export | None:
+    """A file's export (with its code's scopes: `code`); None when CPython does not parse it, or must not
+    (torchlint.workspace.budget)."""
     if over_budget(len(data), full=False) is not None:
         return None
-    return export_of_bytes(data)
+    return export_of_bytes(data, code=code)
 
 
-# Kept by content for the process as `_import_words` (the cache folder keeps it between command-line runs).
+# Kept by content for the process as `_import_words` (the cache folder keeps them between command-line runs).
 _exports_of: Callable[[bytes], Export | None] = ByContent(_export_within_budget, limit=64_000_000)
+_code_exports_of: Callable[[bytes], Export | None] = ByContent(
+    partial(_export_within_budget, code=True), limit=64_000_000
+)
 
 
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:

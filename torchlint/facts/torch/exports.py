@@ -48,10 +48,10 @@ class Export(NamedTuple):
     imported: list[str]  # the names import statements bind (a package re-exporting a class), at any depth
     bases: list[list[str]]  # [class, each of its bases as written (`nn.Module`)] for every class statement
     bindings: list[list[str]]  # [name, dotted path] for every name an import binds (`from .a import b as c`)
-    scopes: list[ScopeExport]
+    scopes: list[ScopeExport] | None  # None: the code was not read (`export_of_bytes(code=False)`)
 
     def to_json(self) -> list:
-        return [*self[:-1], [list(scope) for scope in self.scopes]]
+        return [*self[:-1], [list(scope) for scope in self.scopes] if self.scopes is not None else None]
 
     @classmethod
     def from_json(cls, value: object) -> Export | None:
@@ -67,7 +67,7 @@ class Export(NamedTuple):
             return None
         if not isinstance(bases, list) or not all(isinstance(b, list) and b and _names(b) for b in bases):
             return None
-        if not isinstance(scopes, list) or not all(_is_scope(scope) for scope in scopes):
+        if scopes is not None and (not isinstance(scopes, list) or not all(map(_is_scope, scopes))):
             return None
         return cls(
             list(imports),
@@ -77,14 +77,10 @@ class Export(NamedTuple):
             list(imported),
             [list(names) for names in bases],
             [list(pair) for pair in bindings],
-            [ScopeExport(name, backward, steps, list(symbols)) for name, backward, steps, symbols in scopes],
+            [ScopeExport(n, backward, steps, list(symbols)) for n, backward, steps, symbols in scopes]
+            if scopes is not None
+            else None,
         )
-
-    def scope(self, name: str) -> ScopeExport | None:
-        for scope in self.scopes:
-            if scope.name == name:
-                return scope
-        return None
 
 
 class ExportIndex(Protocol):
@@ -142,13 +138,16 @@ def _is_scope(value: object) -> bool:
     )
 
 
-def export_of_bytes(data: bytes) -> Export | None:
-    """The file's export; None when CPython does not parse it."""
+def export_of_bytes(data: bytes, code: bool = True) -> Export | None:
+    """The file's export; None when CPython does not parse it. Without `code`, what its statements say
+    (imports, classes, functions) and no scopes (`scopes` is None): the import scan reads many files whose
+    code no question asks about, and walking every expression is most of an export's time."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tree = ast.parse(data)
-        return _Exporter(data).export(tree)
+        exporter = _Exporter(data)
+        return exporter.export(tree) if code else exporter.statements(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -239,6 +238,28 @@ class _Exporter:
             }
             scopes.append(ScopeExport(name, flag[0], flag[1], sorted(symbols | handed)))
         return self.export_._replace(scopes=sorted(scopes))
+
+    def statements(self, tree: ast.Module) -> Export:
+        """The export without its code: only statement lists are walked (a fifth of the nodes)."""
+        todo: list[ast.AST] = [tree]
+        while todo:
+            node = todo.pop()
+            for field in node._fields:
+                value = getattr(node, field, None)
+                if not isinstance(value, list):
+                    continue
+                for item in reversed(value):
+                    if isinstance(item, (ast.Import, ast.ImportFrom)):
+                        self._import(item)
+                    elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
+                        if isinstance(item, ast.ClassDef):
+                            self.export_.classes.append(item.name)
+                            bases = (n for n in map(_written_base, item.bases) if n)
+                            self.export_.bases.append([item.name, *bases])
+                        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            self.export_.functions.append(item.name)
+                        todo.append(item)
+        return self.export_._replace(scopes=None)
 
     def _scope(self, name: str) -> tuple[list[bool], set[str]]:
         found = self.scopes.get(name)

@@ -61,7 +61,7 @@ class _Graph:
         self.known: dict[Node, bool] = project.memo(
             "backward or step: reaches" if steps else "backward: reaches"
         )
-        self.methods: dict[Path, frozenset[Path]] = project.memo("backward: method files")
+        self.methods: dict[Path, frozenset[Path] | None] = project.memo("backward: method files")
         self.paths: dict[Path, Path] = project.memo("backward: real paths")
         self.tables: dict[Path, _Table | None] = project.memo("backward: tables")
         self.found_methods: dict[Path, dict[str, list[Node]] | None] = project.memo("backward: methods")
@@ -210,8 +210,9 @@ class _Graph:
         """Every method named `method` of the classes whose objects code of file `path` may hold."""
         real = self.real(path)
         if real not in self.found_methods:
-            index: dict[str, list[Node]] | None = {}
-            for file in sorted(self._method_files(real)):
+            files = self._method_files(real)
+            index: dict[str, list[Node]] | None = {} if files is not None else None
+            for file in sorted(files or ()):
                 table = self.table(file)
                 if table is None:
                     index = None
@@ -220,75 +221,65 @@ class _Graph:
                     index.setdefault(name, []).extend((file, scope) for scope in scopes)
             self.found_methods[real] = index
         elif real not in self.method_sets:
-            for file in self._method_files(real):
+            for file in self._method_files(real) or ():
                 self.table(file)  # the answer depends on them all the same
         self.method_sets.add(real)
         index = self.found_methods[real]
         return index.get(method, []) if index is not None else None
 
-    def _method_files(self, path: Path) -> frozenset[Path]:
-        """The file, those it reaches through its imports, and those deriving a class from one of theirs.
-        Computed for every file of a cycle of imports at once (Tarjan's strongly connected components, in
-        one walk): files of one project mostly reach one another, and the set is asked of each."""
+    def _method_files(self, path: Path) -> frozenset[Path] | None:
+        """The files whose classes' methods a call `x.m()` of file `path` may run, as the analysis finds the
+        class of `x` (`TrainingAnalysis._receiver_classes`, `SourceModule._method_of_instance`): a class the
+        file names (its own; one its imports bind, followed through re-exports; one of a module it imports),
+        the project bases those inherit methods from, and for `self.m()` the classes deriving from them in
+        the files that import theirs."""
         real = self.real(path)
         if real not in self.methods:
-            self._close_from(real)
+            self.methods[real] = self._find_method_files(real)
         return self.methods[real]
 
-    def _next(self, file: Path) -> list[Path]:
-        return [
-            *self.project.imported_by(file, self.requester),
-            *self.project.subclassed_in(file, self.requester),
-        ]
+    def _find_method_files(self, real: Path) -> frozenset[Path] | None:
+        table = self.table(real)
+        if table is None:
+            return None
+        files = {real, *self.project.imported_by(real, self.requester)}
+        for names in table.bindings.values():
+            for dotted in names:
+                homes = self.project.homes(real, dotted, "class")
+                if homes is None:
+                    return None
+                files |= homes
+        todo = list(files)
+        while todo:
+            file = todo.pop()
+            other = self.table(file)
+            if other is None:
+                return None
+            following = set(self.project.subclassed_in(file, self.requester))
+            for bases in other.bases.values():
+                for base in bases:
+                    homes = self._base_files(file, other, base)
+                    if homes is None:
+                        return None
+                    following |= homes
+            for added in following - files:
+                files.add(added)
+                todo.append(added)
+        return frozenset(files)
 
-    def _close_from(self, start: Path) -> None:
-        closed = self.methods
-        index: dict[Path, int] = {}
-        low: dict[Path, int] = {}
-        stack: list[Path] = []
-        on_stack: set[Path] = set()
-        work = [(start, iter(self._next(start)))]
-        index[start] = low[start] = 0
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            file, following = work[-1]
-            advanced = False
-            for other in following:
-                if other in closed:
-                    continue
-                if other not in index:
-                    index[other] = low[other] = len(index)
-                    stack.append(other)
-                    on_stack.add(other)
-                    work.append((other, iter(self._next(other))))
-                    advanced = True
-                    break
-                if other in on_stack:
-                    low[file] = min(low[file], index[other])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[file])
-            if low[file] != index[file]:
-                continue
-            component: set[Path] = set()
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.add(member)
-                if member == file:
-                    break
-            reached = set(component)
-            for member in component:
-                for other in self._next(member):
-                    if other not in component:
-                        reached |= closed[other]
-            frozen = frozenset(reached)
-            for member in component:
-                closed[member] = frozen
+    def _base_files(self, path: Path, table: _Table, base: str) -> set[Path] | None:
+        """The files a base written in file `path` may be a class of (its own file for a class it defines;
+        None: unknown)."""
+        root, _, rest = base.partition(".")
+        if base in table.classes:
+            return {self.real(path)}
+        found: set[Path] = set()
+        for dotted in table.bindings.get(root, ()):
+            homes = self.project.homes(path, f"{dotted}.{rest}" if rest else dotted, "class")
+            if homes is None:
+                return None
+            found |= homes
+        return found
 
 
 class _Table:
