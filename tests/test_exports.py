@@ -234,7 +234,8 @@ def test_may_train_follows_a_call_into_another_module_and_a_method_named_on_an_o
         "        opt.step()\n",
         "main.py": "import engine\nfrom model import Net\n\nengine.fit(Net(), None, [])\n",
         "trainer.py": "class Trainer:\n    def run(self, model):\n        model(1).backward()\n",
-        "app.py": "from trainer import Trainer\n\n\ndef go(t):\n    t.run(None)\n",
+        "app.py": "from trainer import Trainer\n\n\ndef go(t):\n    t.run(None)\n\n\ngo(Trainer())\n",
+        "passed.py": "def go(t):\n    t.run(None)\n",  # `t` of a class no code here constructs: unknown
         "pkg/__init__.py": "",
         "pkg/loop.py": "def train(m):\n    m().backward()\n",
         "script.py": "import pkg\n\npkg.loop.train(None)\n",
@@ -249,7 +250,8 @@ def test_may_train_follows_a_call_into_another_module_and_a_method_named_on_an_o
         return may_train(project, tmp_path / name, requester)
 
     assert trains("main.py")  # through `engine.fit`
-    assert trains("app.py")  # `t.run(...)`: a method of that name in a class it imports
+    assert trains("app.py")  # `t.run(...)` on a `Trainer` it constructs
+    assert not trains("passed.py")  # as the analysis, which does not know the class of `t` either
     assert trains("script.py")  # `import pkg` ... `pkg.loop.train(...)`
     assert not trains("predict.py") and not trains("plots.py")
 
@@ -258,7 +260,7 @@ def test_a_base_class_loop_running_an_override_in_an_importer_counts(tmp_path):
     files = {
         "base.py": "class Base:\n    def fit(self, m):\n        for _ in range(9):\n            self.step(m)\n",
         "impl.py": "from base import Base\n\n\nclass Impl(Base):\n    def step(self, m):\n        m().backward()\n",
-        "user.py": "from base import Base\n\n\ndef go(b):\n    b.fit(None)\n",
+        "user.py": "from base import Base\n\n\ndef go(b):\n    b.fit(None)\n\n\ngo(Base())\n",
     }
     write(tmp_path, files)
     assert may_train(Project(tmp_path), tmp_path / "user.py", tmp_path / "base.py")

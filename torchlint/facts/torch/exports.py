@@ -160,12 +160,14 @@ _NEWLINE = re.compile(rb"\n")
 
 class _Where(NamedTuple):
     """Where a node is: the scope its calls belong to, the class whose body holds it directly (its defs are
-    methods), whether it is in a function, and whether the names it binds are the scope's own."""
+    methods), whether it is in a function, whether the names it binds are the scope's own, and the name of
+    the method's own object there."""
 
     scope: str
     owner: str | None
     in_function: bool
     binds: bool
+    self_name: str | None = None  # a method's first parameter (`self`, `cls`), in its scope
 
 
 class _Exporter:
@@ -195,7 +197,9 @@ class _Exporter:
                 self.export_.functions.append(node.name)
                 self.defs.add(node.name)
                 if where.owner is not None:  # a method, also of a class defined in a function
-                    inner = _Where(f"{where.owner}.{node.name}", None, True, True)
+                    positional = [*node.args.posonlyargs, *node.args.args]
+                    own = positional[0].arg if positional else None
+                    inner = _Where(f"{where.owner}.{node.name}", None, True, True, own)
                 elif not where.in_function:
                     inner = _Where(node.name, None, True, True)
                 else:  # a function defined in one belongs to it (what it binds is its own)
@@ -214,7 +218,7 @@ class _Exporter:
             if kind is ast.Constant:
                 continue
             if kind is ast.Call:
-                self._call(node, where.scope)
+                self._call(node, where)
             elif kind is ast.arg and where.binds:
                 self.local.setdefault(where.scope, set()).add(node.arg)
             elif kind in _OWN_NAMES:
@@ -291,10 +295,17 @@ class _Exporter:
             [a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None
         )
 
-    def _call(self, node: ast.Call, scope: str) -> None:
+    def _call(self, node: ast.Call, where: _Where) -> None:
+        scope = where.scope
         flag, symbols = self._scope(scope)
         func = node.func
         written = _dotted(func)
+        if written is not None and "." in written and written.partition(".")[0] in ("self", where.self_name):
+            # `self.m()`: in a method, on its own object (`self.m`, whatever the parameter's name); elsewhere
+            # `self` is any variable: a method of an object (`.m`), as `x.m()`
+            root, _, rest = written.partition(".")
+            own = where.self_name is not None and root == where.self_name and "." not in rest
+            written = f"self.{rest}" if own else f".{written.rpartition('.')[2]}"
         if written is not None:
             symbols.add(written)
         elif isinstance(func, ast.Attribute):

@@ -61,13 +61,15 @@ class _Graph:
         self.known: dict[Node, bool] = project.memo(
             "backward or step: reaches" if steps else "backward: reaches"
         )
-        self.methods: dict[Path, frozenset[Path] | None] = project.memo("backward: method files")
+        self.methods: dict[tuple[Path, bool], frozenset[Path] | None] = project.memo("backward: method files")
         self.paths: dict[Path, Path] = project.memo("backward: real paths")
         self.tables: dict[Path, _Table | None] = project.memo("backward: tables")
-        self.found_methods: dict[Path, dict[str, list[Node]] | None] = project.memo("backward: methods")
+        self.found_methods: dict[tuple[Path, bool], dict[str, list[Node]] | None] = project.memo(
+            "backward: methods"
+        )
         # what the requester's answers are known to depend on: files whose exports were read for it, and
         # files whose method files were
-        recorded: dict[Path, tuple[set[Path], set[Path]]] = project.memo("backward: recorded")
+        recorded: dict[Path, tuple[set[Path], set[tuple[Path, bool]]]] = project.memo("backward: recorded")
         self.consulted, self.method_sets = recorded.setdefault(self.real(requester), (set(), set()))
 
     def real(self, path: Path) -> Path:
@@ -125,9 +127,11 @@ class _Graph:
     def resolve(self, path: Path, table: _Table, symbol: str) -> list[Node] | None:
         """The scopes a call naming `symbol` in file `path` may run (None: anything)."""
         if symbol.startswith("."):
-            return self._methods(path, symbol[1:])
+            return self._methods(path, symbol[1:], on_self=False)
         root, _, rest = symbol.partition(".")
         if rest:
+            if root == "self" and "." not in rest and root not in table.bindings:  # a method's own object
+                return self._methods(path, rest, on_self=True)
             if root in table.bindings:
                 found: list[Node] = []
                 for dotted in table.bindings[root]:
@@ -136,7 +140,7 @@ class _Graph:
                         return None
                     found += nodes
                 return found
-            return self._methods(path, rest.rpartition(".")[2])  # `self.m()`, `x.m()`, `Class.m()`
+            return self._methods(path, rest.rpartition(".")[2], on_self=False)  # `x.m()`, `Class.m()`
         return self._named(path, table, symbol, 0)
 
     def _named(self, path: Path, table: _Table, name: str, depth: int) -> list[Node] | None:
@@ -206,65 +210,73 @@ class _Graph:
                     found += nodes
         return found
 
-    def _methods(self, path: Path, method: str) -> list[Node] | None:
-        """Every method named `method` of the classes whose objects code of file `path` may hold."""
-        real = self.real(path)
-        if real not in self.found_methods:
-            files = self._method_files(real)
+    def _methods(self, path: Path, method: str, on_self: bool) -> list[Node] | None:
+        """Every method named `method` of the classes whose objects code of file `path` may hold (`self`'s,
+        in a method: `on_self`)."""
+        key = (self.real(path), on_self)
+        if key not in self.found_methods:
+            files = self._method_files(*key)
             index: dict[str, list[Node]] | None = {} if files is not None else None
             for file in sorted(files or ()):
                 table = self.table(file)
-                if table is None:
+                if table is None or index is None:
                     index = None
                     break
                 for name, scopes in table.methods_named.items():
                     index.setdefault(name, []).extend((file, scope) for scope in scopes)
-            self.found_methods[real] = index
-        elif real not in self.method_sets:
-            for file in self._method_files(real) or ():
+            self.found_methods[key] = index
+        elif key not in self.method_sets:
+            for file in self._method_files(*key) or ():
                 self.table(file)  # the answer depends on them all the same
-        self.method_sets.add(real)
-        index = self.found_methods[real]
+        self.method_sets.add(key)
+        index = self.found_methods[key]
         return index.get(method, []) if index is not None else None
 
-    def _method_files(self, path: Path) -> frozenset[Path] | None:
-        """The files whose classes' methods a call `x.m()` of file `path` may run, as the analysis finds the
-        class of `x` (`TrainingAnalysis._receiver_classes`, `SourceModule._method_of_instance`): a class the
-        file names (its own; one its imports bind, followed through re-exports; one of a module it imports),
-        the project bases those inherit methods from, and for `self.m()` the classes deriving from them in
-        the files that import theirs."""
-        real = self.real(path)
-        if real not in self.methods:
-            self.methods[real] = self._find_method_files(real)
-        return self.methods[real]
+    def _method_files(self, real: Path, on_self: bool) -> frozenset[Path] | None:
+        """The files whose classes' methods a call of file `real` may run, as the analysis finds them
+        (`TrainingAnalysis.targets`): for `x.m()`, the class of `x` is one the file constructs (`x = Net()`,
+        `self.x = models.Net()`, or a caller here passing one: its own classes, or another module's,
+        followed through re-exports); for `self.m()` in a method, its own class, and the classes deriving
+        from it in the files that import it (an override). Either way the project bases they inherit
+        methods from."""
+        key = (real, on_self)
+        if key not in self.methods:
+            self.methods[key] = self._find_method_files(real, on_self)
+        return self.methods[key]
 
-    def _find_method_files(self, real: Path) -> frozenset[Path] | None:
+    def _find_method_files(self, real: Path, on_self: bool) -> frozenset[Path] | None:
         table = self.table(real)
         if table is None:
             return None
-        files = {real, *self.project.imported_by(real, self.requester)}
-        for names in table.bindings.values():
-            for dotted in names:
-                homes = self.project.homes(real, dotted, "class")
-                if homes is None:
-                    return None
-                files |= homes
+        files = {real}
+        if on_self:
+            todo = [real]
+            while todo:  # the subclasses, and theirs
+                for added in set(self.project.subclassed_in(todo.pop(), self.requester)) - files:
+                    files.add(added)
+                    todo.append(added)
+        else:  # the classes this file's calls construct (`Net()`, `models.Net()`): where it gets objects from
+            for symbol in table.symbols:
+                root, _, rest = symbol.partition(".")
+                for dotted in table.bindings.get(root, ()):
+                    homes = self.project.homes(real, f"{dotted}.{rest}" if rest else dotted, "class")
+                    if homes is None:
+                        return None
+                    files |= homes
         todo = list(files)
-        while todo:
+        while todo:  # the bases, and theirs
             file = todo.pop()
             other = self.table(file)
             if other is None:
                 return None
-            following = set(self.project.subclassed_in(file, self.requester))
             for bases in other.bases.values():
                 for base in bases:
                     homes = self._base_files(file, other, base)
                     if homes is None:
                         return None
-                    following |= homes
-            for added in following - files:
-                files.add(added)
-                todo.append(added)
+                    for added in homes - files:
+                        files.add(added)
+                        todo.append(added)
         return frozenset(files)
 
     def _base_files(self, path: Path, table: _Table, base: str) -> set[Path] | None:
@@ -302,3 +314,4 @@ class _Table:
                 self.methods_of.setdefault(cls, []).append(name)
                 self.methods_named.setdefault(method, []).append(name)
         self.star_imports = [name for name in export.imports if name.endswith(".*")]
+        self.symbols = {symbol for scope in export.scopes or () for symbol in scope.symbols}
