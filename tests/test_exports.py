@@ -329,3 +329,23 @@ def test_a_file_s_code_is_read_once_and_only_when_a_question_needs_it(tmp_path, 
     for _ in range(3):
         project.export_of(tmp_path / "a.py")
     assert seen == [len("import b\n")]
+
+
+@pytest.mark.parametrize("mode", ["0", "1", ""])
+def test_a_tree_finds_the_same_whether_it_asks_exports_first_or_not(tmp_path, monkeypatch, mode):
+    """A run over a tree builds every file's facts for its own check: it does not ask exports first
+    (`TORCHLINT_ASK_EXPORTS` unset: from 8 files on; "1" and "0" force either way). The findings are the
+    same."""
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    helpers = {f"helper{n}.py": f"def help{n}(x):\n    return x\n" for n in range(6)}
+    write(
+        tmp_path, {"model.py": MODEL, "train.py": TRAIN, "predict.py": PREDICT, "plots.py": PLOTS, **helpers}
+    )
+    monkeypatch.setenv("TORCHLINT_ASK_EXPORTS", mode)
+    monkeypatch.chdir(tmp_path)
+    args = ["check", "--no-cache", "--select", "TL401", "--output-format", "concise", "-j", "1", "."]
+    result = CliRunner().invoke(main, args)
+    assert result.output.splitlines()[0].startswith("model.py:19:23: TL401 ")

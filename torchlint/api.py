@@ -46,6 +46,9 @@ __all__ = ["Outcome", "RunOptions", "available_cpus", "choose_jobs", "discovered
 # machine: two processes took pytorch/examples from 4.2 to 2.2 s, timm from 29.9 to 19.6 s, and left
 # yolov5 where it was (docs/speed-and-cache.md); the small trees (DiT, minGPT, detr) stay in one.
 WORK_PER_PROCESS = 150_000
+# A run analysing this many files is a tree's: every file's facts are built for its own check, so
+# cross-file questions build other files' rather than ask their exports first (`Linter.ask_exports`).
+TREE = 8
 
 
 def replay(options: RunOptions) -> Outcome | None:
@@ -139,9 +142,12 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     # Cache hits are answered here; only the files that need checking go to other processes.
     results: list[Outcome | None] = [worker.check(target, cached_only=True) for target in targets]
     pending = [index for index, result in enumerate(results) if result is None]
+    forced = os.environ.get("TORCHLINT_ASK_EXPORTS", "")  # "1" or "0": the benchmarks' and checks' switch
+    asks_exports = forced == "1" if forced in ("0", "1") else len(pending) < TREE
+    linter.ask_exports(asks_exports)
     jobs = options.jobs or choose_jobs(sum(worker.work.values()), available_cpus(), _load())
     if jobs > 1 and len(pending) > 1:
-        checked = _in_parallel([targets[index] for index in pending], options, jobs)
+        checked = _in_parallel([targets[index] for index in pending], options, jobs, asks_exports)
         outcome.processes = jobs
     else:
         checked = [worker.check(targets[index]) for index in pending]
@@ -186,7 +192,7 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _in_parallel(targets: list[Target], options: RunOptions, jobs: int) -> list[Outcome]:
+def _in_parallel(targets: list[Target], options: RunOptions, jobs: int, asks_exports: bool) -> list[Outcome]:
     """The targets checked by `jobs` worker processes, in order.
 
     Stopping is the parent's: workers ignore SIGINT (Ctrl-C reaches the whole process group), and when the
@@ -205,7 +211,7 @@ def _in_parallel(targets: list[Target], options: RunOptions, jobs: int) -> list[
         max_workers=jobs,
         mp_context=context,
         initializer=_start_worker,
-        initargs=(options, stop, os.getpid()),
+        initargs=(options, stop, os.getpid(), asks_exports),
     )
     try:
         return list(pool.map(_check_in_worker, targets, chunksize=chunk))
@@ -222,7 +228,7 @@ _process_stop = None  # the parent's stop event, in a worker process
 _process_parent = 0  # the pid of the parent that started this worker
 
 
-def _start_worker(options: RunOptions, stop, parent: int) -> None:
+def _start_worker(options: RunOptions, stop, parent: int, asks_exports: bool) -> None:
     """A worker process's own FileSystem (recording when the parent records) and linter."""
     import signal
 
@@ -234,7 +240,9 @@ def _start_worker(options: RunOptions, stop, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _process_stop, _process_parent = stop, parent
     fs = RecordingFileSystem() if replays.replayable(options) else FileSystem()
-    _process_worker = _Worker(Linter(prefilter=options.prefilter, fs=fs), options, fs)
+    linter = Linter(prefilter=options.prefilter, fs=fs)
+    linter.ask_exports(asks_exports)
+    _process_worker = _Worker(linter, options, fs)
 
 
 def _check_in_worker(target: Target) -> Outcome:

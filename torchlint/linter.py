@@ -62,6 +62,7 @@ class Linter:
         self.parse_other = parse_other
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
+        self.asks_exports = True  # see `ask_exports`
         self.from_cache = 0
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
@@ -79,7 +80,16 @@ class Linter:
         root = self.index_root_of(file.resolve().parent)
         if root not in self._projects:
             self._projects[root] = Project(root, self.fs, self.import_summaries(root), self.parse_other)
+            self._projects[root].asks_exports = self.asks_exports
         return self._projects[root]
+
+    def ask_exports(self, asks: bool) -> None:
+        """Whether cross-file questions ask other files' exports before building their facts: worth it
+        where a run checks a few files of a project (a pre-commit hook, the editor); where it checks the
+        whole tree, every file's facts are built for its own check anyway, and asking first only costs."""
+        self.asks_exports = asks
+        for project in self._projects.values():
+            project.asks_exports = asks
 
     def root_of(self, folder: Path) -> Path:
         return project_root(folder, self.fs, self._roots)

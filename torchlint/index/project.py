@@ -86,6 +86,7 @@ class Project:
         self._imported_by: dict[Path, list[Path]] = {}  # file -> `imported_by(file)`
         self._subclassed: dict[Path, list[Path]] = {}  # file -> `subclassed_in(file)`
         self._memos: dict[str, dict] = {}
+        self.asks_exports = True  # False: a run that builds every file's facts (`Linter.ask_exports`)
         self._sorted_files: list[tuple[str, Path]] | None = None  # `_files_under`'s index
         self._exports: dict[Path, Export | None] = {}  # file -> `export_of(file)`
         self._homes_of: dict[tuple[Path, str, str], set[Path] | None] = {}  # `homes`, per importer
@@ -273,6 +274,8 @@ class Project:
         path = self._real(path)
         if requester is not None:
             self._consults(requester, path)
+        if not self.asks_exports:
+            return None  # unknown: then every question builds the facts it needs
         if path in self._exports:
             return self._exports[path]
         registered = self._facts.get(path) if path in self._checked else None
@@ -355,11 +358,18 @@ class Project:
         if self._unsaved:
             self._save_summaries()
 
+    def scanned(self, path: Path) -> bool:
+        """Whether the import scan parsed `path` (CPython reads it as Python), as it reads its statements."""
+        return self._header_of(path) is not None
+
     def _header_of(self, path: Path) -> Export | None:
         """What `path`'s statements say (its export, its code's scopes maybe not read): the checked text's
         for the checked file."""
         path = self._real(path)
-        return self.export_of(path) if path in self._checked else self._summary_of(path)
+        registered = self._facts.get(path) if path in self._checked else None
+        if registered is not None:
+            return _exports_of(registered.text.encode("utf-8", "surrogatepass"))
+        return self._summary_of(path)
 
     def _summary_of(self, path: Path) -> Export | None:
         """The export of `path` without its code (what the import scan reads), where CPython's parser reads

@@ -80,6 +80,10 @@ class ProjectIndex(Protocol):
         built for a question about who calls them)."""
         ...
 
+    def scanned(self, path: Path) -> bool:
+        """Whether the import scan parsed project file `path` (CPython reads it as Python)."""
+        ...
+
     def may_derive(self, path: Path, name: str, requester: Path) -> bool:
         """False only when no class of project file `path` derives from a base named `name` (or a name an
         import gives it); `requester` depends on `path` from now on."""

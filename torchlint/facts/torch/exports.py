@@ -90,6 +90,10 @@ class ExportIndex(Protocol):
         """`path`'s export (None: not known to parse); `requester`'s answers depend on it from now on."""
         ...
 
+    def scanned(self, path: Path) -> bool:
+        """Whether the import scan parsed `path` (CPython reads it as Python)."""
+        ...
+
     def module_file(self, importer: Path, dotted: str) -> Path | None:
         """The file a module name means when imported by `importer` (None: not in the project)."""
         ...

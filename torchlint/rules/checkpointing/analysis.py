@@ -358,7 +358,7 @@ class CheckpointAnalysis:
             following = []
             for file in frontier:
                 for importer in project.importers_of(file):
-                    if importer != own and importer not in found and project.export_of(importer) is not None:
+                    if importer != own and importer not in found and project.scanned(importer):
                         found.append(importer)
                         following.append(importer)
             frontier = following
