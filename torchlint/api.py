@@ -151,6 +151,7 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         outcome.processes = jobs
     else:
         checked = [worker.check(targets[index]) for index in pending]
+    linter.flush()
     for index, result in zip(pending, checked, strict=True):
         results[index] = result
     for result in results:  # in discovery order, whatever the number of processes

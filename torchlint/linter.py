@@ -83,6 +83,11 @@ class Linter:
             self._projects[root].asks_exports = self.asks_exports
         return self._projects[root]
 
+    def flush(self) -> None:
+        """At the end of a run: what the projects' indexes computed, stored for the next run."""
+        for project in self._projects.values():
+            project.flush(final=True)
+
     def ask_exports(self, asks: bool) -> None:
         """Whether cross-file questions ask other files' exports before building their facts: worth it
         where a run checks a few files of a project (a pre-commit hook, the editor); where it checks the

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 ALL_FILES = Path("<every project file's imports>")
 MAX_REEXPORTS = 8  # a name re-exported through more modules than this may lead anywhere
+SAVE_EVERY = 64  # new exports between two saves of the store during a run (`flush`)
 
 
 class ImportSummaries(Protocol):
@@ -78,6 +79,7 @@ class Project:
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
+        self._new_exports = 0  # exports computed since the last save
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._files: list[Path] | None = None
         self._real_paths: dict[Path, Path] = {}
@@ -165,6 +167,8 @@ class Project:
         """The files whose module-level `kind` `resolve_class` / `resolve_function(importer, qualname)` may
         answer, judged from the exports of the modules the name leads through (re-exports followed) without
         building them; None where one of them is unknown. `importer` depends on those exports."""
+        if not self.asks_exports:
+            return None
         key = (self._real(importer), qualname, kind)
         if key not in self._homes_of:
             found: set[Path] = set()
@@ -352,10 +356,11 @@ class Project:
         """A dictionary kept for this run, for answers an analysis draws from several files' exports."""
         return self._memos.setdefault(name, {})
 
-    def flush(self) -> None:
-        """Hand the exports computed since the last question to the store (nothing when none was: the first
-        save of a run reads every project file, to drop what no file holds any longer)."""
-        if self._unsaved:
+    def flush(self, final: bool = False) -> None:
+        """Hand the exports computed since the last save to the store: at the end of a run (`final`), else
+        once enough are new (each save writes the project's whole entry; none when nothing is new: the
+        first save of a run reads every project file, to drop what no file holds any longer)."""
+        if self._unsaved and (final or self._new_exports >= SAVE_EVERY):
             self._save_summaries()
 
     def scanned(self, path: Path) -> bool:
@@ -402,6 +407,7 @@ class Project:
             if found is not None and self.summaries is not None:
                 self.summaries.put(data, found)
                 self._unsaved = True
+                self._new_exports += 1
         return found
 
     def _build(self, path: Path) -> SourceModule | None:
@@ -515,11 +521,13 @@ class Project:
                 if found is not None and self.summaries is not None:
                     self.summaries.put(data, found)
                     self._unsaved = True
+                    self._new_exports += 1
             self._scanned[file] = found
         return self._scanned[file]
 
     def _save_summaries(self) -> None:
         """After each question: the first of a run also drops what no current file holds any longer."""
+        self._new_exports = 0
         if self.summaries is not None and self._unsaved is not False:
             self.summaries.save(self._project_bytes().values())
             self._unsaved = False

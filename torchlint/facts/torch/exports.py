@@ -86,6 +86,8 @@ class Export(NamedTuple):
 class ExportIndex(Protocol):
     """What the project index answers from exports (torchlint.index.project implements it)."""
 
+    asks_exports: bool  # False: no export is read (`export_of` answers None): a run that builds every file
+
     def export_of(self, path: Path, requester: Path | None = None) -> Export | None:
         """`path`'s export (None: not known to parse); `requester`'s answers depend on it from now on."""
         ...

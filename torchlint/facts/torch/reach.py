@@ -28,6 +28,8 @@ MAX_REEXPORTS = 8  # `from .a import f` in a chain of packages, at most (deeper:
 def may_run_backward(project: ExportIndex, path: Path, requester: Path) -> bool:
     """Whether a scope of the module at `path` may run a backward pass, itself or through what it calls.
     `requester`'s answers depend on every export read from now on."""
+    if not project.asks_exports:
+        return True
     graph = _Graph(project, requester, steps=False)
     export = graph.export(path)
     if export is None:
@@ -38,6 +40,8 @@ def may_run_backward(project: ExportIndex, path: Path, requester: Path) -> bool:
 def call_may_run(project: ExportIndex, path: Path, symbol: str, requester: Path, *, steps: bool) -> bool:
     """Whether a call of file `path` naming `symbol` (as exports write it: `f`, `a.b.f`, `.m`) may run a
     backward pass (or, with `steps`, a step) in what it calls."""
+    if not project.asks_exports:
+        return True
     graph = _Graph(project, requester, steps)
     known: dict[tuple[Path, str, bool], bool] = project.memo("call runs")
     key = (graph.real(path), symbol, steps)
