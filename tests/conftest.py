@@ -31,3 +31,19 @@ def docs_url(monkeypatch):
     """Findings' `url` from a fixed template, so that recorded outputs do not name this checkout's folder
     (by default it is the installed doc's `file:` URL; tests/test_docs_url.py checks that)."""
     monkeypatch.setenv("TORCHLINT_DOCS_URL", DOCS_URL)
+
+
+@pytest.fixture
+def parsed(monkeypatch) -> list[str]:
+    """The names of the files whose facts the project index builds (one LibCST parse each)."""
+    from torchlint.index.project import Project
+
+    built: list[str] = []
+    original = Project._build
+
+    def recording(self, path):
+        built.append(path.name)
+        return original(self, path)
+
+    monkeypatch.setattr(Project, "_build", recording)
+    return built

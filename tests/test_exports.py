@@ -193,20 +193,6 @@ with torch.no_grad():
 PLOTS = "def show(y):\n    print(y)\n"
 
 
-@pytest.fixture
-def built(monkeypatch) -> list[str]:
-    """The names of the files whose facts the index builds (other than the checked one)."""
-    names: list[str] = []
-    original = Project._build
-
-    def counting(self, path):
-        names.append(path.name)
-        return original(self, path)
-
-    monkeypatch.setattr(Project, "_build", counting)
-    return names
-
-
 def write(root: Path, files: dict[str, str]) -> None:
     (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     for name, text in files.items():
@@ -220,11 +206,11 @@ def tl401(root: Path, checked: str) -> list[tuple[str, int]]:
     return [(d.code, d.location.line) for d in found]
 
 
-def test_which_modules_train_a_class_builds_only_those_that_may_train(tmp_path, built):
+def test_which_modules_train_a_class_builds_only_those_that_may_train(tmp_path, parsed):
     write(tmp_path, {"model.py": MODEL, "train.py": TRAIN, "predict.py": PREDICT, "plots.py": PLOTS})
     assert tl401(tmp_path, "model.py") == [("TL401", 19)]
-    assert "train.py" in built
-    assert "predict.py" not in built and "plots.py" not in built  # they run no backward pass
+    assert "train.py" in parsed
+    assert "predict.py" not in parsed and "plots.py" not in parsed  # they run no backward pass
 
 
 def test_may_train_follows_a_call_into_another_module_and_a_method_named_on_an_object(tmp_path):
@@ -266,7 +252,7 @@ def test_a_base_class_loop_running_an_override_in_an_importer_counts(tmp_path):
     assert may_train(Project(tmp_path), tmp_path / "user.py", tmp_path / "base.py")
 
 
-def test_finding_callers_of_a_function_here_builds_no_other_module(tmp_path, built):
+def test_finding_callers_of_a_function_here_builds_no_other_module(tmp_path, parsed):
     facts = project_facts(
         tmp_path,
         {
@@ -278,10 +264,10 @@ def test_finding_callers_of_a_function_here_builds_no_other_module(tmp_path, bui
     source = facts.source
     [step] = [f for f in source.functions if f.name == "step"]
     assert [source.code(call.node) for call in source.callers_of(step)] == ["step(1)"]
-    assert built == []
+    assert parsed == []
 
 
-def test_subclasses_are_looked_for_only_in_importers_that_derive_a_class(tmp_path, built):
+def test_subclasses_are_looked_for_only_in_importers_that_derive_a_class(tmp_path, parsed):
     facts = project_facts(
         tmp_path,
         {
@@ -297,7 +283,7 @@ def test_subclasses_are_looked_for_only_in_importers_that_derive_a_class(tmp_pat
     [base] = facts.source.classes
     found = facts.source.analysis(TrainingAnalysis)._subclasses(base)
     assert [cls.name for _, cls in found] == ["Child"]
-    assert built == ["derives.py"]
+    assert parsed == ["derives.py"]
 
 
 def test_the_checked_text_is_exported_not_the_bytes_on_disk(tmp_path):

@@ -40,20 +40,6 @@ REPORT = """
 """
 
 
-@pytest.fixture
-def parsed(monkeypatch) -> list[str]:
-    """The names of the files whose facts the project index builds (one LibCST parse each)."""
-    built: list[str] = []
-    original = Project._build
-
-    def recording(self, path):
-        built.append(path.name)
-        return original(self, path)
-
-    monkeypatch.setattr(Project, "_build", recording)
-    return built
-
-
 def _factory_loader(facts):
     (loader,) = [x for x in facts.loaders if line_of(facts, x.call) == 5]
     return loader

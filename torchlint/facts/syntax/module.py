@@ -426,16 +426,8 @@ class SourceModule:
         bindings = scope.lookup(name.value)
         if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGN or bindings[0].index is not None:
             return None
-        value = bindings[0].value
-        # `Trainer(model).cuda()`, `.to(device)`: nn.Module's methods that hand back the module itself
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in _RETURNS_THE_MODULE
-            and isinstance(value.func.value, cst.Call)
-        ):
-            value = value.func.value
-        if not isinstance(value, cst.Call):
+        value = _constructed(bindings[0].value)  # also `Trainer(model).cuda()`, `.to(device)`
+        if value is None:
             return None
         found = self.resolve_class(value.func, bindings[0].scope)
         if found is None or method not in found[1].methods:
@@ -911,7 +903,8 @@ def _with_parents(name: str) -> set[str]:
 
 
 def _constructed(value: cst.BaseExpression | None) -> cst.Call | None:
-    """The construction a value is (`Net()`, also `Net().cuda()`), or None."""
+    """The construction a value is (`Net()`, also `Net().cuda()`: nn.Module's methods that hand back the
+    module itself), or None."""
     while (
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Attribute)
