@@ -333,7 +333,14 @@ class Project:
             found = []
             if export is not None and export.classes:
                 named = self._with_aliases(set(export.classes))
-                found = [importer for importer in self._importing(path) if self._derives(importer, named)]
+                everything = self._project_bytes()
+                found = [  # whether one derives, first: resolving its imports costs more
+                    file
+                    for file in self._import_words().may_import(path, everything)
+                    if file != path
+                    and self._derives(file, named)
+                    and path in self._imported_files(file, everything[file])
+                ]
             self._subclassed[path] = found
             self._save_summaries()
         return list(found)
