@@ -335,3 +335,21 @@ def test_a_tree_finds_the_same_whether_it_asks_exports_first_or_not(tmp_path, mo
     args = ["check", "--no-cache", "--select", "TL401", "--output-format", "concise", "-j", "1", "."]
     result = CliRunner().invoke(main, args)
     assert result.output.splitlines()[0].startswith("model.py:19:23: TL401 ")
+
+
+def test_a_call_on_a_method_s_own_object_follows_overrides_whatever_the_parameter_s_name(tmp_path):
+    facts = project_facts(
+        tmp_path,
+        {
+            "base.py": "class Base:\n    @classmethod\n    def run(cls):\n        cls.step()\n\n"
+            "    @classmethod\n    def step(cls):\n        pass\n",
+            "impl.py": "from base import Base\n\n\nclass Impl(Base):\n    @classmethod\n    def step(cls):\n"
+            "        loss.backward()\n",
+        },
+        "base.py",
+    )
+    from torchlint.facts.torch.training import TrainingAnalysis
+
+    source = facts.source
+    [call] = [c for c in source.calls if source.code(c.node) == "cls.step()"]
+    assert not source.analysis(TrainingAnalysis)._runs_no_training(call, steps=False)

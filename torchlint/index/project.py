@@ -1,4 +1,5 @@
-"""The cross-file index of one run: which file a module name means, and the facts of other project files.
+"""The cross-file index of one run: which file a module name means, every file's export, and the facts of
+other project files.
 
 Training code is spread over files (`train_one_epoch` in engine.py, loaders built in data.py), so the facts
 of the file being checked sometimes need another file's. Imports resolve like Python run from the script's
@@ -7,10 +8,11 @@ the project root (the nearest folder with a pyproject.toml or .git). What does n
 evidence. Other files' facts are built lazily, once per run, with the same analysis as checked files; the
 reverse question (who imports this file?) reads every file's bytes and parses with `ast` only the files that
 could write such an import (each once per run, and remembered between runs by content hash when the run
-has a cache: `ImportSummaries`). Building an
-importer's facts costs a LibCST parse and whatever its analysis asks in turn, so questions about importers
-first ask `may_name`, a test on the importer's text: one file of a big project then costs that file and the
-files that really use it, not every file that imports it.
+has a cache: `ImportSummaries`). That `ast` pass is the file's export (torchlint.facts.torch.exports: its
+statements; its code's scopes the first time a question follows a call into it). Building a file's facts
+costs a LibCST parse and whatever its analysis asks in turn, so questions asked of many files ask their
+exports (or `may_name`, a test on their text) first: one file of a big project then costs that file and the
+files whose code matters, not every file that imports it or that it calls into.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class Project:
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
         self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
-        self._scanned: dict[Path, Export | None] = {}  # file -> its summary (None: not Python)
+        self._scanned: dict[Path, Export | None] = {}  # file -> its export's statements (None: not Python)
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
@@ -349,9 +351,9 @@ class Project:
         """False only when no class statement of `path` derives from a base written with `name` as its last
         name, nor with a name an import gives it (`from .base import Trainer as Base`), from its export."""
         self._consults(requester, self._real(path))
-        return not name.isascii() or self._derives(
-            path, self._with_aliases({name})
-        )  # `ast` normalises others
+        if not name.isascii():  # `ast` normalises other names (NFKC)
+            return True
+        return self._derives(path, self._with_aliases({name}))
 
     def _derives(self, path: Path, names: set[str]) -> bool:
         export = self._header_of(path)

@@ -431,6 +431,11 @@ class TrainingAnalysis:
             symbol = func.value
         elif isinstance(func, cst.Attribute):
             symbol = dotted(func) or f".{func.attr.value}"
+            root, _, rest = symbol.partition(".")
+            owner = source.class_of_method_scope(call.scope)
+            own = owner[1] if owner is not None else None
+            if rest and root in ("self", own):  # as the export writes it: `self.m` on a method's own object
+                symbol = f"self.{rest}" if root == own and "." not in rest else f".{func.attr.value}"
         else:
             return False
         project: ExportIndex = source.project  # type: ignore[assignment]
