@@ -353,3 +353,24 @@ def test_a_call_on_a_method_s_own_object_follows_overrides_whatever_the_paramete
     source = facts.source
     [call] = [c for c in source.calls if source.code(c.node) == "cls.step()"]
     assert not source.analysis(TrainingAnalysis)._runs_no_training(call, steps=False)
+
+
+def test_an_answer_worked_out_for_one_file_makes_the_next_file_depend_on_what_it_read(tmp_path):
+    """`call_may_run` keeps its answers for the run; a second file reusing one still depends (through the
+    file it asked about) on every file the answer read, so that the result cache sees an edit there."""
+    from torchlint.facts.torch.reach import call_may_run
+
+    calls_helper = "import helper\n\nhelper.h()\n"
+    write(
+        tmp_path,
+        {
+            "a.py": calls_helper,
+            "b.py": calls_helper,
+            "helper.py": "import util\n\n\ndef h():\n    util.u()\n",
+            "util.py": "def u():\n    pass\n",
+        },
+    )
+    project = Project(tmp_path)
+    for name in ("a.py", "b.py"):
+        assert not call_may_run(project, tmp_path / name, "helper.h", tmp_path / name, steps=True)
+    assert {p.name for p in project.dependencies(tmp_path / "b.py")} >= {"helper.py", "util.py"}

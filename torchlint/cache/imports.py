@@ -1,4 +1,4 @@
-"""What each project file exports (torchlint.facts.syntax.exports: what it imports, defines and calls),
+"""What each project file exports (torchlint.facts.torch.exports: what it imports, defines and calls),
 remembered between runs by content hash (the project index's `ast` scan).
 
 Answering "who imports this file?" parses every file of the project with `ast` — most of a one-file check

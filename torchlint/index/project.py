@@ -17,8 +17,6 @@ files whose code matters, not every file that imports it or that it calls into.
 
 from __future__ import annotations
 
-import bisect
-import os
 import re
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
@@ -87,11 +85,9 @@ class Project:
         self._real_paths: dict[Path, Path] = {}
         self._words: ImportWords | None = None  # what each file's import lines name, once asked
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
-        self._imported_by: dict[Path, list[Path]] = {}  # file -> `imported_by(file)`
         self._subclassed: dict[Path, list[Path]] = {}  # file -> `subclassed_in(file)`
         self._memos: dict[str, dict] = {}
         self.asks_exports = True  # False: a run that builds every file's facts (`Linter.ask_exports`)
-        self._sorted_files: list[tuple[str, Path]] | None = None  # `_files_under`'s index
         self._exports: dict[Path, Export | None] = {}  # file -> `export_of(file)`
         self._homes_of: dict[tuple[Path, str, str], set[Path] | None] = {}  # `homes`, per importer
 
@@ -226,7 +222,6 @@ class Project:
             # what was read from its bytes on disk is not what is checked (an editor's buffer, stdin)
             self._homes_of.clear()
             self._memos.clear()
-            self._imported_by.clear()
             self._subclassed.clear()
 
     def built_from_disk(self, path: Path, display: str, text: str) -> SourceModule | None:
@@ -291,36 +286,6 @@ class Project:
             data = self._readable(path)
             found = self._with_code(path, data) if data is not None else None
         self._exports[path] = found
-        return found
-
-    def imported_by(self, path: Path, requester: Path) -> list[Path]:
-        """The project files a name `path` writes can resolve to: those its imports resolve to, and every
-        module of a package it imports (`import models` ... `models.yolo.Model(...)` resolves
-        `models/yolo.py`). `requester`'s answers depend on the project's file list from now on."""
-        path = self._real(path)
-        self._consults(requester, ALL_FILES)
-        found = self._imported_by.get(path)
-        if found is None:
-            export = self._header_of(path)
-            data = self._project_bytes().get(path, b"")
-            targets = set(self._imported_files(path, data, export)) if export is not None else set()
-            for target in list(targets):
-                if target.name == "__init__.py":
-                    targets.update(self._files_under(target.parent))
-            found = self._imported_by[path] = sorted(targets - {path})
-        return list(found)
-
-    def _files_under(self, folder: Path) -> list[Path]:
-        """The project's Python files in `folder` and below (a range of the sorted list of their paths)."""
-        if self._sorted_files is None:
-            self._sorted_files = sorted((str(f), f) for f in self._python_files())
-        prefix = str(folder) + os.sep
-        start = bisect.bisect_left(self._sorted_files, (prefix,))
-        found = []
-        for name, file in self._sorted_files[start:]:
-            if not name.startswith(prefix):
-                break
-            found.append(file)
         return found
 
     def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
@@ -510,12 +475,11 @@ class Project:
             self._words = ImportWords(self._project_bytes())
         return self._words
 
-    def _imported_files(self, file: Path, data: bytes, export: Export | None = None) -> set[Path]:
-        """The project files `file`'s imports resolve to, resolved once per run (from `export` where given:
-        the checked file's text may not be its bytes on disk)."""
+    def _imported_files(self, file: Path, data: bytes) -> set[Path]:
+        """The project files `file`'s imports resolve to, resolved once per run."""
         found = self._resolved.get(file)
         if found is None:
-            imports = export if export is not None else self._imports(file, data)
+            imports = self._imports(file, data)
             names = imports.imports if imports is not None else []
             targets = (self.module_file(file, name) for name in names)
             found = self._resolved[file] = {target for target in targets if target is not None}

@@ -34,7 +34,7 @@ class ScopeExport(NamedTuple):
     name: str
     backward: bool
     steps: bool  # `x.step()`: an optimizer's step, maybe
-    symbols: list[str]  # a name handed to a call: where it may be a function defined in the file
+    symbols: list[str]  # what its calls name, and the defs of this file handed to a call
 
 
 class Export(NamedTuple):
@@ -92,16 +92,8 @@ class ExportIndex(Protocol):
         """`path`'s export (None: not known to parse); `requester`'s answers depend on it from now on."""
         ...
 
-    def scanned(self, path: Path) -> bool:
-        """Whether the import scan parsed `path` (CPython reads it as Python)."""
-        ...
-
     def module_file(self, importer: Path, dotted: str) -> Path | None:
         """The file a module name means when imported by `importer` (None: not in the project)."""
-        ...
-
-    def imported_by(self, path: Path, requester: Path) -> list[Path]:
-        """The project files a name `path` writes can resolve to."""
         ...
 
     def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
@@ -191,8 +183,7 @@ class _Exporter:
         while todo:
             node, where = todo.pop()
             if isinstance(node, ast.ClassDef):
-                self.export_.classes.append(node.name)
-                self.export_.bases.append([node.name, *(n for n in map(_written_base, node.bases) if n)])
+                self._class(node)
                 body = where._replace(owner=node.name, binds=False)  # class attributes: not the scope's names
                 todo += [(child, body) for child in reversed(node.body)]  # popped in the text's order
                 todo += [
@@ -263,13 +254,15 @@ class _Exporter:
                         self._import(item)
                     elif isinstance(item, (ast.stmt, ast.excepthandler, ast.match_case)):
                         if isinstance(item, ast.ClassDef):
-                            self.export_.classes.append(item.name)
-                            bases = (n for n in map(_written_base, item.bases) if n)
-                            self.export_.bases.append([item.name, *bases])
+                            self._class(item)
                         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                             self.export_.functions.append(item.name)
                         todo.append(item)
         return self.export_._replace(scopes=None)
+
+    def _class(self, node: ast.ClassDef) -> None:
+        self.export_.classes.append(node.name)
+        self.export_.bases.append([node.name, *(n for n in map(_written_base, node.bases) if n)])
 
     def _scope(self, name: str) -> tuple[list[bool], set[str]]:
         found = self.scopes.get(name)

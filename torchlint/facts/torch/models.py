@@ -1273,17 +1273,11 @@ def may_train(project: ExportIndex, path: Path, requester: Path) -> bool:
     called = {symbol.rpartition(".")[2] for scope in export.scopes for symbol in scope.symbols}
     if any(name.endswith("Trainer") for name in called):
         return True
-    if any("train" in name.lower() and "pretrain" not in name.lower() for name in called) and any(
-        _may_build_an_optimizer(name) for name in called
+    if any("train" in n.lower() and "pretrain" not in n.lower() for n in called) and may_build_optimizers(
+        export
     ):
         return True
     return may_run_backward(project, path, requester)
-
-
-def _may_build_an_optimizer(name: str) -> bool:
-    """A call of this name may build an optimizer (`builds_optimizer`, read without the call: any class may
-    be one of an optimizer module's)."""
-    return name[:1].isupper() or _is_factory(name) or name in _MODEL_OPTIMIZER_METHODS or name == "getattr"
 
 
 def may_build_optimizers(export: Export | None) -> bool:

@@ -7,10 +7,15 @@ among the calls it runs. Questions like "which modules train this class?" ask it
 file, up to three levels: most answer no, and building their facts to learn it (a LibCST parse and the
 analyses it raises) was most of a one-file check. Here the answer is read from the exports
 (`torchlint.facts.torch.exports`): a scope's calls are followed to the scopes they may run, as the analysis
-resolves them, but wider — a name through the file's imports and re-exports; a method called on an object
-(`x.m()`, `self.m()`) to every method of that name in the files the scope's file reaches through its
-imports, and in the files that derive a class from one of theirs. A file without an export (CPython does
-not parse it) may run anything. So "no" is certain, and "yes" means "build the facts and ask".
+resolves them, but wider — a name through the file's imports, re-exports and star imports; `x.m()` to the
+methods of that name of the classes the file constructs and their project bases; `self.m()` in a method to
+its class's, its bases' and its subclasses' in the files that import it. A file without an export (CPython
+does not parse it) may run anything. So "no" is certain, and "yes" means "build the facts and ask".
+
+What an answer read is recorded as a dependency of the file whose code read it (`project.export_of(path,
+reader)`): the file that called, the module a re-export leads through. A requester depends on the file it
+asked about, and through it, transitively (`Project.dependencies`), on everything that answer read: also
+when the answer was worked out earlier in the run for another requester.
 """
 
 from __future__ import annotations
@@ -30,11 +35,11 @@ def may_run_backward(project: ExportIndex, path: Path, requester: Path) -> bool:
     `requester`'s answers depend on every export read from now on."""
     if not project.asks_exports:
         return True
-    graph = _Graph(project, requester, steps=False)
-    export = graph.export(path)
-    if export is None:
+    graph = _Graph(project, steps=False)
+    table = graph.table(path, requester)
+    if table is None:
         return True
-    return any(graph.reaches((graph.real(path), scope.name)) for scope in export.scopes)
+    return any(graph.reaches((graph.real(path), name)) for name in table.scopes)
 
 
 def call_may_run(project: ExportIndex, path: Path, symbol: str, requester: Path, *, steps: bool) -> bool:
@@ -42,15 +47,13 @@ def call_may_run(project: ExportIndex, path: Path, symbol: str, requester: Path,
     backward pass (or, with `steps`, a step) in what it calls."""
     if not project.asks_exports:
         return True
-    graph = _Graph(project, requester, steps)
+    graph = _Graph(project, steps)
     known: dict[tuple[Path, str, bool], bool] = project.memo("call runs")
     key = (graph.real(path), symbol, steps)
+    table = graph.table(path, requester)
     if key not in known:
-        table = graph.table(path)
         nodes = graph.resolve(path, table, symbol) if table is not None else None
         known[key] = nodes is None or any(graph.reaches(node) for node in nodes)
-    else:
-        graph.table(path)  # the answer depends on the file's export all the same
     return known[key]
 
 
@@ -58,9 +61,8 @@ class _Graph:
     """The scopes of the project's exports and the calls between them, read lazily; what is known not to
     reach a backward pass is kept for the run (`project.memo`)."""
 
-    def __init__(self, project: ExportIndex, requester: Path, steps: bool) -> None:
+    def __init__(self, project: ExportIndex, steps: bool) -> None:
         self.project = project
-        self.requester = requester
         self.steps = steps  # a step counts as much as a backward pass
         self.known: dict[Node, bool] = project.memo(
             "backward or step: reaches" if steps else "backward: reaches"
@@ -71,10 +73,7 @@ class _Graph:
         self.found_methods: dict[tuple[Path, bool], dict[str, list[Node]] | None] = project.memo(
             "backward: methods"
         )
-        # what the requester's answers are known to depend on: files whose exports were read for it, and
-        # files whose method files were
-        recorded: dict[Path, tuple[set[Path], set[tuple[Path, bool]]]] = project.memo("backward: recorded")
-        self.consulted, self.method_sets = recorded.setdefault(self.real(requester), (set(), set()))
+        self.read: dict[tuple[Path, Path], bool] = project.memo("backward: read")  # (reader, file) recorded
 
     def real(self, path: Path) -> Path:
         found = self.paths.get(path)
@@ -82,14 +81,12 @@ class _Graph:
             found = self.paths[path] = path.resolve()
         return found
 
-    def export(self, path: Path) -> Export | None:
-        return self.project.export_of(path, self.requester)
-
-    def table(self, path: Path) -> _Table | None:
+    def table(self, path: Path, reader: Path) -> _Table | None:
+        """`path`'s export, indexed; `reader`'s answers depend on it from now on."""
         real = self.real(path)
-        if real not in self.consulted:
-            self.consulted.add(real)
-            export = self.export(real)  # the answer depends on it, also when its table is known
+        if (reader, real) not in self.read:
+            self.read[reader, real] = True
+            export = self.project.export_of(real, reader)
             if real not in self.tables:
                 self.tables[real] = _Table(export) if export is not None else None
         return self.tables[real]
@@ -116,7 +113,7 @@ class _Graph:
     def _following(self, node: Node) -> list[Node] | None:
         """The scopes a scope's calls may run; None where one may run a backward pass, or anything."""
         path, name = node
-        table = self.table(path)
+        table = self.tables.get(path)  # read by whoever reached the node
         scope = table.scopes.get(name) if table is not None else None
         if table is None or scope is None or scope.backward or (self.steps and scope.steps):
             return None
@@ -199,40 +196,36 @@ class _Graph:
         target = self.project.module_file(path, module)
         if target is None:
             return []  # a library's: not this project's code
-        table = self.table(target)
+        table = self.table(target, self.real(path))
         if table is None:
             return None
         found = self._named(target, table, name, depth)
         if found is None:
             return None
         if not found:
-            for imported in table.star_imports:
-                if imported.endswith(".*"):  # `from .layers import *`
-                    nodes = self._resolve_dotted(target, f"{imported[:-2]}.{name}", depth + 1)
-                    if nodes is None:
-                        return None
-                    found += nodes
+            for imported in table.star_imports:  # `from .layers import *`
+                nodes = self._resolve_dotted(target, f"{imported[:-2]}.{name}", depth + 1)
+                if nodes is None:
+                    return None
+                found += nodes
         return found
 
     def _methods(self, path: Path, method: str, on_self: bool) -> list[Node] | None:
         """Every method named `method` of the classes whose objects code of file `path` may hold (`self`'s,
         in a method: `on_self`)."""
-        key = (self.real(path), on_self)
+        real = self.real(path)
+        key = (real, on_self)
         if key not in self.found_methods:
             files = self._method_files(*key)
             index: dict[str, list[Node]] | None = {} if files is not None else None
             for file in sorted(files or ()):
-                table = self.table(file)
+                table = self.table(file, real)
                 if table is None or index is None:
                     index = None
                     break
                 for name, scopes in table.methods_named.items():
                     index.setdefault(name, []).extend((file, scope) for scope in scopes)
             self.found_methods[key] = index
-        elif key not in self.method_sets:
-            for file in self._method_files(*key) or ():
-                self.table(file)  # the answer depends on them all the same
-        self.method_sets.add(key)
         index = self.found_methods[key]
         return index.get(method, []) if index is not None else None
 
@@ -249,14 +242,14 @@ class _Graph:
         return self.methods[key]
 
     def _find_method_files(self, real: Path, on_self: bool) -> frozenset[Path] | None:
-        table = self.table(real)
+        table = self.tables.get(real)
         if table is None:
             return None
         files = {real}
         if on_self:
             todo = [real]
             while todo:  # the subclasses, and theirs
-                for added in set(self.project.subclassed_in(todo.pop(), self.requester)) - files:
+                for added in set(self.project.subclassed_in(todo.pop(), real)) - files:
                     files.add(added)
                     todo.append(added)
         else:  # the classes this file's calls construct (`Net()`, `models.Net()`): where it gets objects from
@@ -270,7 +263,7 @@ class _Graph:
         todo = list(files)
         while todo:  # the bases, and theirs
             file = todo.pop()
-            other = self.table(file)
+            other = self.table(file, real)
             if other is None:
                 return None
             for bases in other.bases.values():

@@ -421,7 +421,8 @@ class TrainingAnalysis:
         of those functions has a training loop, nor events. Asked of calls of another file's names (an
         import, an attribute): a def or a class of this module costs nothing to resolve here."""
         source = self.source
-        if source.project is None or source.file is None:
+        project: ExportIndex | None = source.project  # type: ignore[assignment]
+        if project is None or source.file is None or not project.asks_exports:
             return False
         func = call.node.func
         if isinstance(func, cst.Name):
@@ -438,7 +439,6 @@ class TrainingAnalysis:
                 symbol = f"self.{rest}" if root == own and "." not in rest else f".{func.attr.value}"
         else:
             return False
-        project: ExportIndex = source.project  # type: ignore[assignment]
         return not call_may_run(project, source.file, symbol, source.file, steps=steps)
 
     @property

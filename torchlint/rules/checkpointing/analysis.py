@@ -351,7 +351,7 @@ class CheckpointAnalysis:
         source = self.source
         if source.project is None or source.file is None:
             return []
-        project, own = source.project, source.file.resolve()
+        project, own = source.project, source.real_file
         found: list[Path] = []
         frontier = [own]
         for _ in range(3):
