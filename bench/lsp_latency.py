@@ -6,7 +6,10 @@ Run: .venv/bin/python bench/lsp_latency.py [--runs 15] [--lines 1000] [--file RO
 Prints the median (and min/max) in ms per server and event; the target for torchlint is under 100 ms.
 With --file, a real file of an extracted project instead (torchlint only): its first open, then each
 one-line edit to its diagnostics, where the other files its questions reach weigh, and issue 29's targets
-(met or not): the first diagnostics after didOpen under 300 ms, each edit's under 100 ms. Not a test.
+(met or not): the first diagnostics after didOpen under 300 ms, each edit's under 100 ms. Where a file's
+questions reach other files the server publishes twice (what the file alone shows, then the full check's):
+both are timed, the full check's end by a hover request, which the server answers after it. Not a
+test.
 
 Both servers are driven by the same small JSON-RPC client over stdio. Each open is of a fresh URI with a
 text none of whose statements was seen before (the run number is in every class docstring), so neither the
@@ -120,6 +123,7 @@ class Client:
             command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         self.messages: queue.Queue = queue.Queue()
+        self.last: dict[str, dict] = {}  # the last publishDiagnostics of each document
         threading.Thread(target=self._read, daemon=True).start()
         self.next_id = 0
 
@@ -136,7 +140,10 @@ class Client:
                 name, _, value = line.decode().partition(":")
                 if name.lower() == "content-length":
                     length = int(value)
-            self.messages.put(json.loads(stream.read(length)))
+            message = json.loads(stream.read(length))
+            if message.get("method") == "textDocument/publishDiagnostics":
+                self.last[message["params"]["uri"]] = message
+            self.messages.put(message)
 
     def send(self, message: dict) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
@@ -193,7 +200,7 @@ def published(uri: str, version: int | None = None):
 
 def measure(command: list[str], folder: Path, lines: int, runs: int, options: dict) -> dict[str, list[float]]:
     client = started(command, folder, options)
-    times: dict[str, list[float]] = {"didOpen": [], "didChange": [], "findings": []}
+    times: dict[str, list[float]] = {"didOpen": [], "open full": [], "didChange": [], "change full": []}
     for run in range(runs + 1):  # run 0 warms up
         uri = (folder / f"train_{run}.py").as_uri()
         text = training_script(lines, salt=f" (run {run})")
@@ -204,8 +211,11 @@ def measure(command: list[str], folder: Path, lines: int, runs: int, options: di
                 "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
             }
         )
-        message = client.wait(published(uri))
+        client.wait(published(uri))
         opened = time.perf_counter() - start
+        settle(client, uri)
+        opened_full = time.perf_counter() - start
+        findings = len(client.last[uri]["params"]["diagnostics"])
         middle = text.count("class Block") // 2  # one keystroke's worth, in the middle of the file
         changed_text = text.replace(f"Residual block {middle} (", f"Residual block {middle}, edited (")
         start = time.perf_counter()
@@ -220,25 +230,53 @@ def measure(command: list[str], folder: Path, lines: int, runs: int, options: di
         )
         client.wait(published(uri, 2))
         changed = time.perf_counter() - start
+        settle(client, uri)
+        changed_full = time.perf_counter() - start
         client.send({"method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
         if run:
-            times["didOpen"].append(opened * 1000)
-            times["didChange"].append(changed * 1000)
-            times["findings"].append(len(message["params"]["diagnostics"]))
+            for event, seconds in (
+                ("didOpen", opened),
+                ("open full", opened_full),
+                ("didChange", changed),
+                ("change full", changed_full),
+            ):
+                times[event].append(seconds * 1000)
+            times.setdefault("findings", []).append(findings)
     client.close()
     return times
 
 
-def measure_file(command: list[str], root: Path, file: Path, runs: int, options: dict) -> tuple[float, list]:
+def settle(client: Client, uri: str) -> None:
+    """Returns once the check of the document's last published version has ended: the server may publish
+    a first look before its full check, and answers a hover only after that check."""
+    client.request(
+        "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}
+    )
+
+
+def measure_file(
+    command: list[str], root: Path, file: Path, runs: int, options: dict, running: bool = False
+) -> tuple[list, list]:
     """A real file in its project: the first open (everything the file's questions reach is parsed), then
-    `runs` edits of it (a comment line appended), each timed from didChange to its diagnostics."""
+    `runs` edits of it (a comment line appended). Each as (ms to the first publish, ms to the full check's
+    diagnostics): the server publishes what the file alone shows first, when its questions reach others.
+    `running`: the server has checked another document before (an untitled one), so the open does not
+    wait for its start-up (imports, LibCST's first parse), which an editor pays once per session."""
     client = started(command, root, options)
+    if running:
+        warm = "untitled:warm-up"
+        document = {"uri": warm, "languageId": "python", "version": 1, "text": "import torch\n"}
+        client.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
+        client.wait(published(warm))
+        settle(client, warm)
     uri, text = file.as_uri(), file.read_text()
     start = time.perf_counter()
     document = {"uri": uri, "languageId": "python", "version": 1, "text": text}
     client.send({"method": "textDocument/didOpen", "params": {"textDocument": document}})
     client.wait(published(uri))
-    opened = time.perf_counter() - start
+    first = time.perf_counter() - start
+    settle(client, uri)
+    opened = [first * 1000, (time.perf_counter() - start) * 1000]
     changes = []
     for version in range(2, runs + 2):
         start = time.perf_counter()
@@ -246,9 +284,11 @@ def measure_file(command: list[str], root: Path, file: Path, runs: int, options:
         params = {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}
         client.send({"method": "textDocument/didChange", "params": params})
         client.wait(published(uri, version))
-        changes.append((time.perf_counter() - start) * 1000)
+        first = time.perf_counter() - start
+        settle(client, uri)
+        changes.append([first * 1000, (time.perf_counter() - start) * 1000])
     client.close()
-    return opened * 1000, changes
+    return opened, changes
 
 
 TORCHLINT_LSP = [sys.executable, "-m", "torchlint", "lsp"]
@@ -278,17 +318,23 @@ def main() -> None:
     if args.file:
         for item in args.file:
             root, _, name = item.partition(":")
-            opened, changes = measure_file(
-                TORCHLINT_LSP, Path(root).resolve(), Path(root, name).resolve(), args.runs, {"debounceMs": 0}
-            )
-            median = statistics.median(changes)
+            where = (TORCHLINT_LSP, Path(root).resolve(), Path(root, name).resolve())
+            opened, changes = measure_file(*where, args.runs, {"debounceMs": 0})
+            running, _ = measure_file(*where, 0, {"debounceMs": 0}, running=True)
+            firsts, fulls = [c[0] for c in changes], [c[1] for c in changes]
+            median, full_median = statistics.median(firsts), statistics.median(fulls)
             print(
-                f"torchlint lsp  {name}: didOpen {opened:.0f} ms, didChange median {median:.0f} ms"
-                f" (min {min(changes):.0f}, max {max(changes):.0f}) over {args.runs} edits"
+                f"torchlint lsp  {name}: didOpen first {opened[0]:.0f} ms, full {opened[1]:.0f} ms"
+                f" (in a running server: first {running[0]:.0f} ms, full {running[1]:.0f} ms);"
+                f" didChange first median {median:.0f} ms (min {min(firsts):.0f}, max {max(firsts):.0f}),"
+                f" full median {full_median:.0f} ms (min {min(fulls):.0f}) over {args.runs} edits"
             )
             for label, value, limit in (
-                ("first diagnostics after didOpen", opened, OPEN_TARGET_MS),
-                ("diagnostics after an edit (median)", median, EDIT_TARGET_MS),
+                ("first diagnostics after didOpen, fresh server", opened[0], OPEN_TARGET_MS),
+                ("first diagnostics after didOpen, running server", running[0], OPEN_TARGET_MS),
+                ("first diagnostics after an edit (median)", median, EDIT_TARGET_MS),
+                ("every diagnostic after didOpen, fresh server", opened[1], OPEN_TARGET_MS),
+                ("every diagnostic after an edit (median)", full_median, EDIT_TARGET_MS),
             ):
                 met = "met" if value < limit else "NOT MET"
                 print(f"  target: {label} < {limit} ms: {value:.0f} ms: {met}")
@@ -309,7 +355,7 @@ def main() -> None:
             findings = times.pop("findings")
             for event, values in times.items():
                 print(
-                    f"{name:14} {event:10} median {statistics.median(values):7.1f} ms"
+                    f"{name:14} {event:11} median {statistics.median(values):7.1f} ms"
                     f"  (min {min(values):.1f}, max {max(values):.1f})  {findings[0]} diagnostics"
                 )
 

@@ -43,7 +43,22 @@ async def open_document(
         )
     )
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    return list(client.diagnostics[path.as_uri()])
+    return await settled(client, path)
+
+
+async def settled(client: LanguageClient, document: Path | str) -> list:
+    """The diagnostics published for a document (a path, or a notebook cell's URI) once the check of the
+    version last published has ended. The server may publish a first look before the full check (when the
+    file's questions reach other files), and then has queued that check: a hover is answered after it, and
+    the check's publish is sent before the answer. Asked after a change, wait for its first publish before
+    this: a hover alone would check the new version at once, ahead of its scheduled publish."""
+    uri = document if isinstance(document, str) else document.as_uri()
+    await client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=0)
+        )
+    )
+    return list(client.diagnostics[uri])
 
 
 async def replace_text(client: LanguageClient, path: Path, text: str, version: int) -> list:
@@ -55,7 +70,7 @@ async def replace_text(client: LanguageClient, path: Path, text: str, version: i
         )
     )
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    return list(client.diagnostics[path.as_uri()])
+    return await settled(client, path)
 
 
 async def actions_at(

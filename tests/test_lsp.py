@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import pytest_lsp
@@ -19,12 +21,17 @@ from lsp_client import (
     initialize,
     next_publish,
     open_document,
+    record_publishes,
     replace_text,
+    settled,
+    until_published,
 )
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from torchlint.docs import rule_doc
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 TRAIN = textwrap.dedent(
     """\
@@ -200,6 +207,52 @@ async def test_the_noqa_action_writes_the_comment_and_the_finding_goes(client, t
     )
 
 
+def _lines(params: types.PublishDiagnosticsParams) -> list[tuple[str, int]]:
+    return [(d.code, d.range.start.line) for d in params.diagnostics]
+
+
+async def test_a_file_whose_questions_reach_other_files_is_published_first_with_what_it_alone_shows(
+    client, tmp_path
+):
+    shutil.copytree(FIXTURES / "two_module", tmp_path / "demo")
+    train = tmp_path / "demo" / "train.py"
+    await initialize(client, train.parent)
+    published = record_publishes(client)
+    text = train.read_text()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=train.as_uri(), language_id="python", version=1, text=text
+            )
+        )
+    )
+    await until_published(published, train.as_uri(), count=2)
+    # First the deprecated scaler (this file alone says so), then what engine.py's loop adds.
+    assert [_lines(p) for p in published] == [[("TL304", 61)], [("TL203", 48), ("TL101", 58), ("TL304", 61)]]
+    # An edit above them: at once, the findings of the other rules move with their lines, until the check.
+    published.clear()
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=train.as_uri(), version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text="# run me\n" + text)],
+        )
+    )
+    await until_published(published, train.as_uri(), count=2)
+    assert [_lines(p) for p in published] == [[("TL203", 49), ("TL101", 59), ("TL304", 62)]] * 2
+
+
+async def test_a_file_that_needs_no_other_file_is_published_once(client, tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = tmp_path / "amp.py"
+    script.write_text("import torch\n\nscaler = torch.cuda.amp.GradScaler()\n")
+    await initialize(client, tmp_path)
+    published = record_publishes(client)
+    assert [d.code for d in await open_document(client, script)] == ["TL304"]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(next_publish(client), 0.5)
+    assert len(published) == 1
+
+
 async def test_a_change_publishes_the_new_versions_diagnostics(client, train):
     await initialize(client, train.parent)
     await open_document(client, train)
@@ -217,7 +270,7 @@ async def test_a_change_publishes_the_new_versions_diagnostics(client, train):
         )
     )
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    assert [d.code for d in client.diagnostics[train.as_uri()]] == ["TL201", "TL202", "TL303"]
+    assert [d.code for d in await settled(client, train)] == ["TL201", "TL202", "TL303"]
     # Edits in quick succession are checked once, for the last version only.
     for version, text in ((3, TRAIN.replace("cuda.amp", "amp")), (4, "import torch\n"), (5, TRAIN)):
         client.text_document_did_change(
@@ -227,7 +280,7 @@ async def test_a_change_publishes_the_new_versions_diagnostics(client, train):
             )
         )
     await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    assert [d.code for d in client.diagnostics[train.as_uri()]] == CODES
+    assert [d.code for d in await settled(client, train)] == CODES
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(next_publish(client), 0.5)
 
@@ -314,7 +367,7 @@ CRASHING_SERVER = [
     "-c",
     "from torchlint.linter import Linter\n"
     "def crash(*args, **kwargs): raise RuntimeError('boom')\n"
-    "Linter.check_text = crash\n"
+    "Linter.check_text = Linter.check_own_file = crash\n"
     "from torchlint.lsp import serve\nserve()\n",
 ]
 

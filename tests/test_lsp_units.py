@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types
 
 from torchlint.diagnostics import Diagnostic, Edit, Severity
-from torchlint.lsp.convert import PositionMap, changed_span, to_lsp
+from torchlint.lsp.convert import PositionMap, carried, changed_span, to_lsp
 from torchlint.lsp.documents import Buffer, BufferFileSystem, encoded, path_of_uri
 from torchlint.noqa import noqa_edit
 from torchlint.workspace.source import SourceFile
@@ -131,3 +131,31 @@ def test_the_lsp_command_and_its_alias_are_listed():
         [sys.executable, "-m", "torchlint", "--help"], capture_output=True, text=True, check=True
     )
     assert "  lsp " in result.stdout and "  server " in result.stdout
+
+
+def _finding(code: str, text: str, what: str) -> Diagnostic:
+    start = text.index(what)
+    return Diagnostic(code, "name", "msg", Severity.WARNING, "t.py", start, start + len(what))
+
+
+def test_findings_an_edit_left_alone_are_carried_moved_with_the_text_after_it():
+    old = "loader = DataLoader(ds)\nx = 1\nmodel = Net()\n"
+    new = "loader = DataLoader(ds)\nx = 22222\nmodel = Net()\n"
+    before = [
+        _finding("TL201", old, "DataLoader(ds)"),
+        _finding("TL101", old, "model"),
+        _finding("TL9", old, "1"),
+    ]
+    moved = carried(before, old, new)
+    # The finding on the edited span waits for the check; the one after the edit moves with its text.
+    assert [(d.code, new[d.start : d.end]) for d in moved] == [
+        ("TL201", "DataLoader(ds)"),
+        ("TL101", "model"),
+    ]
+
+
+def test_an_insertion_right_at_an_empty_finding_carries_it_once():
+    old, new = "ab", "aXb"
+    empty = Diagnostic("TL1", "name", "msg", Severity.WARNING, "t.py", 1, 1)
+    assert [(d.start, d.end) for d in carried([empty], old, new)] == [(1, 1)]
+    assert [(d.start, d.end) for d in carried([empty], old, old)] == [(1, 1)]

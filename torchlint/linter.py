@@ -13,6 +13,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -130,11 +131,32 @@ class Linter:
         at `path`; True for a buffer or stdin text whose file need not exist yet, False for a text on its own.
         """
         with _room_to_recurse(), _without_cyclic_gc():
-            return self._check_text(path, text, settings, in_project)
+            return self._check_text(path, text, settings, in_project, None)
+
+    def check_own_file(
+        self,
+        path: str,
+        text: str,
+        settings: Settings,
+        *,
+        in_project: bool | None = None,
+        later: frozenset[str] = frozenset(),
+    ) -> tuple[list[Diagnostic], frozenset[str]]:
+        """The first look of the editor's two-pass check (`index.alone`): `check_text`'s findings of the
+        rules whose check reads no other file, and the codes of the rules that would (their findings come
+        with the full check; TL003's too then, as an unused noqa is known only once every finding is). When
+        no code is left, the findings are the full check's. `later`: the codes an earlier first look left
+        (they run last; see `_run_rules_alone`)."""
+        look = _FirstLook(later)
+        with _room_to_recurse(), _without_cyclic_gc():
+            found = self._check_text(path, text, settings, in_project, look)
+        return found, frozenset(look.deferred)
 
     def _check_text(
-        self, path: str, text: str, settings: Settings, in_project: bool | None
+        self, path: str, text: str, settings: Settings, in_project: bool | None, look: _FirstLook | None
     ) -> list[Diagnostic]:
+        # `look` (the first look): no other file is read, and the rules that would read one are not run to
+        # the end; their codes are added to `look.deferred`.
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
         full = not self.prefilter or any(rule.could_fire(text) for rule in rules if rule.code[2] != "0")
@@ -155,7 +177,7 @@ class Linter:
                 in_project = self.fs.is_file(file)
             if in_project and too_wide(self.index_root_of(file.resolve().parent)):
                 in_project = False  # a file directly in / or ~: checked on its own
-            facts = self._built_facts(path, text, file) if in_project else None
+            facts = self._built_facts(path, text, file) if in_project and look is None else None
             if facts is None:
                 try:
                     module = (self.parse or cst.parse_module)(text)
@@ -165,29 +187,78 @@ class Linter:
                     diagnostic = Diagnostic("TL001", "syntax-error", message, Severity.ERROR, path, 0, 0)
                     found = [diagnostic] if "TL001" in enabled else []
                     return _finish(found, text, None, settings.ignore_noqa)
+                if look is not None and in_project:
+                    fresh = partial(self._facts_alone, path, text, module, file)
+                    found = self._run_rules_alone(fresh, rules, path, look)
+                    return self._finished(found, text, settings, enabled, path, look)
                 facts = self.facts_of(path, text, module, file if in_project else None)
-            in_tests = facts.is_test_module
-            toy: bool | None = None  # every training loop here trains on rows typed into the script
-            for rule in rules:
-                if rule.speed_advice and in_tests:
-                    continue
-                if rule.speed_advice:
-                    toy = facts.training.toy_demo if toy is None else toy
-                    if toy:
-                        continue  # advice on speed for a few steps over a handful of rows: nothing to gain
-                try:
-                    found.extend(rule.check(facts))
-                except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
-                    raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
+            found = self._run_rules(facts, rules, path)
             if in_project:
                 self.project_for(file).flush()  # the exports the rules' questions computed, for later runs
         if syntax_error is not None:
             return _finish(
                 found, text, None, settings.ignore_noqa
             )  # no rule ran: every noqa would look unused
+        return self._finished(found, text, settings, enabled, path, look)
+
+    def _finished(
+        self,
+        found: list[Diagnostic],
+        text: str,
+        settings: Settings,
+        enabled: set[str],
+        path: str,
+        look: _FirstLook | None,
+    ) -> list[Diagnostic]:
         if settings.ignore_noqa:
             return _finish(found, text, None, True)  # nothing is suppressed, so no directive is unused
+        if look is not None and look.deferred and HYGIENE_CODE in enabled:
+            look.deferred.add(HYGIENE_CODE)  # an unused noqa is known only once every rule has reported
+            return _finish(found, text, None)
         return _finish(found, text, (path, enabled, list(self.rule_classes)))
+
+    def _run_rules(self, facts: ModuleFacts, rules: list[Rule], path: str) -> list[Diagnostic]:
+        """Every rule's findings on a module."""
+        found: list[Diagnostic] = []
+        toy = _ToyDemo(facts)
+        for rule in rules:
+            if not toy.skips(rule):
+                found.extend(_findings(rule, facts, path))
+        return found
+
+    def _run_rules_alone(
+        self, fresh: Callable[[], ModuleFacts], rules: list[Rule], path: str, look: _FirstLook
+    ) -> list[Diagnostic]:
+        """The first look's findings: a rule that asks about another file is stopped there
+        (`NeedsOtherFiles`) and its code added to `look.deferred`. What its questions had half worked out (a
+        table an analysis filled midway) must not answer a later rule's: a rule that finished after one was
+        stopped is run again on facts built afresh (and so on, until a round stops none). The rules in
+        `look.later` (those that asked about other files in the last first look) run last, so that few rules
+        run twice."""
+        from torchlint.index.alone import NeedsOtherFiles
+
+        found: list[Diagnostic] = []
+        todo = sorted(rules, key=lambda rule: rule.code in look.later)
+        while todo:
+            facts = fresh()
+            toy = _ToyDemo(facts)
+            stopped = False
+            again: list[Rule] = []
+            for rule in todo:
+                try:
+                    if toy.skips(rule):
+                        continue
+                    reported = _findings(rule, facts, path)
+                except NeedsOtherFiles:
+                    look.deferred.add(rule.code)
+                    stopped = True
+                    continue
+                if stopped:
+                    again.append(rule)
+                else:
+                    found.extend(reported)
+            todo = again
+        return found
 
     def _scanned(self, path: str, text: str, in_project: bool | None) -> bool:
         """The project's import scan already parsed this very text with CPython's parser (it reads the files
@@ -208,6 +279,15 @@ class Linter:
         if project is not None and file is not None:
             project.register(file, source)
         return ModuleFacts(source)
+
+    def _facts_alone(self, path: str, text: str, module: cst.Module, file: Path) -> ModuleFacts:
+        """The facts of a checked module whose project answers nothing (`index.alone`), for the first look:
+        the module is not registered with the run's project, whose other files must not see this text."""
+        from torchlint.facts import ModuleFacts, SourceModule
+        from torchlint.index.alone import OwnFileOnly
+
+        own = OwnFileOnly(self.project_for(file).module_file)
+        return ModuleFacts(SourceModule(path, text, module, project=own, file=file))  # type: ignore[arg-type]
 
     def _built_facts(self, path: str, text: str, file: Path) -> ModuleFacts | None:
         """The facts of a file this run already built from disk as another file's dependency (the text
@@ -297,6 +377,43 @@ class FixResult:
 
     def __iter__(self) -> Iterator:
         return iter((self.text, self.fixed, self.diagnostics))
+
+
+@dataclass
+class _FirstLook:
+    """A first look's bookkeeping (`Linter.check_own_file`)."""
+
+    later: frozenset[str]  # the rules to run last
+    deferred: set[str] = field(default_factory=set)  # the rules that asked about another file
+
+
+class _ToyDemo:
+    """Which rules a module's facts leave out: advice on speed in a test module, or where every training
+    loop trains on rows typed into the script (a few steps over a handful of rows: nothing to gain). Worked
+    out once, when the first rule of advice asks; where that asks about another file (the first look), it
+    is asked again by each such rule, which is then stopped in turn."""
+
+    def __init__(self, facts: ModuleFacts) -> None:
+        self.facts = facts
+        self.in_tests = facts.is_test_module
+        self.toy: bool | None = None
+
+    def skips(self, rule: Rule) -> bool:
+        if not rule.speed_advice:
+            return False
+        if self.in_tests:
+            return True
+        if self.toy is None:
+            self.toy = self.facts.training.toy_demo
+        return self.toy
+
+
+def _findings(rule: Rule, facts: ModuleFacts, path: str) -> list[Diagnostic]:
+    """All of a rule's findings, or none: the first look may stop a rule midway."""
+    try:
+        return list(rule.check(facts))
+    except Exception as error:  # noqa: BLE001 - a crashing rule must not take the run down
+        raise InternalError(f"{rule.code} crashed on {path}: {error!r}") from error
 
 
 # The syntax tree is walked recursively (LibCST's own visitors do too): valid code such as 300 implicitly

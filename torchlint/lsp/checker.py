@@ -32,6 +32,7 @@ from pathlib import Path
 from torchlint.cache.results import ResultCache, file_list_digest
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
+from torchlint.lsp.convert import carried
 from torchlint.lsp.documents import Buffer, BufferFileSystem
 from torchlint.lsp.parsing import StatementParser, text_cache
 from torchlint.rules.base import registered_rules
@@ -42,6 +43,30 @@ from torchlint.workspace.source import SourceError, SourceFile
 
 _OFF = ("", "0", "false", "f", "no", "n", "off")  # click's false words, as `--no-cache`'s variable reads them
 _Slot = tuple[ResultCache, str, str]  # the project's result cache, the file's key, its name as displayed
+
+
+_WARM_UP = """\
+import torch
+from torch.utils.data import DataLoader
+
+model = torch.nn.Linear(4, 1).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    for x, y in DataLoader(dataset, batch_size=8):
+        with torch.autocast("cuda"):
+            loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+@dataclass(frozen=True)
+class Glance:
+    """The first look at a buffer (`Checker.glance`): what can be shown before the full check ends."""
+
+    diagnostics: list[Diagnostic]
+    complete: bool  # these are the full check's diagnostics: no second publish follows
 
 
 @dataclass(frozen=True)
@@ -64,9 +89,17 @@ class Checker:
         self.parse_other = text_cache()  # the project's other files: unchanged ones are not parsed again
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
+        self._shown: dict[str, Checked] = {}  # the last full check of each buffer, kept through `forget`
+        self._missed: tuple | None = None  # the version the result cache did not hold (`_cached`)
+        self._later: frozenset[str] = frozenset()  # the rules the last first look left for the full check
         self._fixed: dict[str, tuple[tuple, FixResult]] = {}
         self._caches: dict[Path, ResultCache] = {}
         self.from_cache = 0  # checks the result cache answered (for tests and the latency benchmark)
+
+    def warm_up(self) -> None:
+        """What the first check would pay once: LibCST's import and first parse, and the imports that the
+        facts and rules make when first asked, paid on a small training script (no file is read)."""
+        self._linter().check_text("warm_up.py", _WARM_UP, Settings(select=("ALL",)), in_project=False)
 
     def forget(self) -> None:
         """Settings or other files changed: read the settings again, and re-check every buffer."""
@@ -76,6 +109,7 @@ class Checker:
 
     def drop(self, uri: str) -> None:
         self._checked.pop(uri, None)
+        self._shown.pop(uri, None)
         self._fixed.pop(uri, None)
 
     def settings_for(self, buffer: Buffer) -> Settings:
@@ -109,16 +143,43 @@ class Checker:
         settings = self.settings_for(buffer)
         linter = self._linter()
         slot = self._slot(buffer, settings, linter)
-        diagnostics = self._stored(buffer, slot, linter) if slot is not None else None
-        if diagnostics is None:
-            diagnostics = linter.check_text(
-                buffer.display, buffer.text, settings, in_project=buffer.path is not None
+        cached = self._cached(buffer, settings, slot, linter)
+        if cached is not None:
+            return cached
+        diagnostics = linter.check_text(
+            buffer.display, buffer.text, settings, in_project=buffer.path is not None
+        )
+        if slot is not None:
+            self._store(buffer, slot, linter, diagnostics)
+        return self._keep(buffer, Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes))
+
+    def glance(self, buffer: Buffer) -> Glance:
+        """What to show at once while `check` works: the findings of the rules that read no other file
+        (`Linter.check_own_file`), and the last full check's findings of the other rules where the edit
+        since left them in place (they move with the text around them; one the edit touched waits for
+        the check). Complete, and kept as the version's result, when no rule needed another file (or this
+        version's result is known, or in the result cache)."""
+        settings = self.settings_for(buffer)
+        linter = self._linter()
+        known = self.known(buffer) or self._cached(
+            buffer, settings, self._slot(buffer, settings, linter), linter
+        )
+        if known is not None:
+            return Glance(known.diagnostics, complete=True)
+        found, deferred = linter.check_own_file(
+            buffer.display, buffer.text, settings, in_project=buffer.path is not None, later=self._later
+        )
+        self._later = deferred or self._later
+        if not deferred:
+            self._keep(buffer, Checked(buffer.version, buffer.text, found, settings.unsafe_fixes))
+            return Glance(found, complete=True)
+        before = self._shown.get(buffer.uri)
+        if before is not None:
+            kept = [d for d in before.diagnostics if d.code in deferred]
+            found = sorted(
+                [*found, *carried(kept, before.text, buffer.text)], key=lambda d: (d.start, d.code)
             )
-            if slot is not None:
-                self._store(buffer, slot, linter, diagnostics)
-        checked = Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes)
-        self._checked[buffer.uri] = checked
-        return checked
+        return Glance(found, complete=False)
 
     def fix_all(self, buffer: Buffer) -> FixResult:
         """Every safe fix applied, to a fixpoint, as `torchlint --fix` would (InternalError if one broke);
@@ -136,6 +197,25 @@ class Checker:
         )
         self._fixed[buffer.uri] = (key, result)
         return result
+
+    def _keep(self, buffer: Buffer, checked: Checked) -> Checked:
+        self._checked[buffer.uri] = checked
+        self._shown[buffer.uri] = checked
+        return checked
+
+    def _cached(
+        self, buffer: Buffer, settings: Settings, slot: _Slot | None, linter: Linter
+    ) -> Checked | None:
+        """This version's result from the result cache (kept as known), when the buffer is its file's
+        text and every file its findings depend on is unchanged. A miss is remembered for the version:
+        `glance` and then `check` ask for the same one."""
+        if slot is None or self._missed == (buffer.uri, buffer.version, buffer.text):
+            return None
+        diagnostics = self._stored(buffer, slot, linter)
+        if diagnostics is None:
+            self._missed = (buffer.uri, buffer.version, buffer.text)
+            return None
+        return self._keep(buffer, Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes))
 
     def _stored(self, buffer: Buffer, slot: _Slot, linter: Linter) -> list[Diagnostic] | None:
         """The result cache's findings for the buffer (which holds its file's text on disk)."""

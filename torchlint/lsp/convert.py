@@ -8,6 +8,8 @@ units and four UTF-8 ones, so a column counted in characters would put every squ
 
 from __future__ import annotations
 
+import dataclasses
+
 from lsprotocol import types
 
 from torchlint.diagnostics import Diagnostic, Edit, Severity
@@ -126,3 +128,21 @@ def changed_span(old: str, new: str) -> Edit | None:
     if old == new:
         return None
     return minimal_edit(0, old, new)
+
+
+def carried(found: list[Diagnostic], old: str, new: str) -> list[Diagnostic]:
+    """Findings of `old` that an edit to `new` left in place, their offsets moved with the text after the
+    edit: those whose span the changed one (between the texts' common prefix and suffix) does not reach.
+    They are shown, never fixed (a quick fix comes from a finished check): their fixes still hold `old`'s
+    edits, and their lines and columns are `old`'s."""
+    edit = changed_span(old, new) or Edit(len(old), len(old), "")
+    shift = len(edit.content) - (edit.end - edit.start)
+    kept = []
+    for diagnostic in found:
+        if diagnostic.end <= edit.start:
+            kept.append(diagnostic)
+        elif diagnostic.start >= edit.end:
+            kept.append(
+                dataclasses.replace(diagnostic, start=diagnostic.start + shift, end=diagnostic.end + shift)
+            )
+    return kept

@@ -6,6 +6,9 @@
   initializationOptions) and checks only if no newer change came meanwhile, so typing costs one check per
   pause; a newer version (or a refresh) cancels the older one's schedule, whose check is then skipped if
   it has not started, or its result dropped if it has: a stale version's diagnostics are never published;
+- a check is published twice when its file's questions reach other files: first the findings of the rules
+  that read no other file (and the last check's findings of the others that the edit left in place), in a
+  fraction of a second, then the full check's; once when it needs nothing else (`Checker.glance`);
 - didSave of any file, a changed configuration (`workspace/didChangeConfiguration`) or watched files
   changing re-read the settings and re-check every open buffer (their cross-file facts may have changed);
 - didClose clears the buffer's diagnostics;
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import traceback
 from collections.abc import Iterable
 from functools import partial
@@ -222,7 +224,10 @@ class TorchlintServer(LanguageServer):
         if delay:
             await asyncio.sleep(delay)
         try:
-            publishes = await self.worker.run(self._diagnostics, buffer, self.encoding)
+            publishes, complete = await self.worker.run(self._first_diagnostics, buffer, self.encoding)
+            if not complete:
+                self._publish(buffer, publishes)
+                publishes = await self.worker.run(self._diagnostics, buffer, self.encoding)
         except ConfigError as error:
             self.log(types.MessageType.Error, f"torchlint: {error}")
             return
@@ -231,9 +236,20 @@ class TorchlintServer(LanguageServer):
                 types.MessageType.Error, f"torchlint crashed on {buffer.display}:\n{traceback.format_exc()}"
             )
             return
+        self._publish(buffer, publishes)
+
+    def _publish(self, buffer: Buffer, publishes: list[types.PublishDiagnosticsParams]) -> None:
         if self.buffers.get(buffer.uri) is buffer:  # a newer version would have cancelled this, too
             for publish in publishes:
                 self.text_document_publish_diagnostics(publish)
+
+    def _first_diagnostics(
+        self, buffer: Buffer, encoding: str
+    ) -> tuple[list[types.PublishDiagnosticsParams], bool]:
+        """On the worker: the first look (`Checker.glance`), converted; and whether it is the full check's
+        answer (no second publish follows)."""
+        glance = self.checker.glance(buffer)
+        return view_of(buffer, encoding).publishes(glance.diagnostics), glance.complete
 
     def _diagnostics(self, buffer: Buffer, encoding: str) -> list[types.PublishDiagnosticsParams]:
         """On the worker: the check, and its conversion (thousands of findings take a while too): one
@@ -314,7 +330,7 @@ def build_server() -> TorchlintServer:
     @server.feature(types.INITIALIZED)
     def initialized(ls: TorchlintServer, params: types.InitializedParams) -> None:
         # The first check should not pay LibCST's and the model's imports; the worker pays them now.
-        ls.worker.submit(importlib.import_module, "torchlint.facts")
+        ls.worker.submit(ls.checker.warm_up)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TorchlintServer, params: None) -> None:
