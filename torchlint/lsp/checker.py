@@ -104,6 +104,7 @@ class Checker:
     def forget(self) -> None:
         """Settings or other files changed: read the settings again, and re-check every buffer."""
         self._resolver = None
+        self._missed = None
         self._checked.clear()
         self._fixed.clear()
 
@@ -161,16 +162,17 @@ class Checker:
         version's result is known, or in the result cache)."""
         settings = self.settings_for(buffer)
         linter = self._linter()
-        known = self.known(buffer) or self._cached(
-            buffer, settings, self._slot(buffer, settings, linter), linter
-        )
+        slot = self._slot(buffer, settings, linter)
+        known = self.known(buffer) or self._cached(buffer, settings, slot, linter)
         if known is not None:
             return Glance(known.diagnostics, complete=True)
         found, deferred = linter.check_own_file(
             buffer.display, buffer.text, settings, in_project=buffer.path is not None, later=self._later
         )
         self._later = deferred or self._later
-        if not deferred:
+        if not deferred:  # the full check's answer: nothing else was asked, so nothing else is depended on
+            if slot is not None:
+                self._store(buffer, slot, linter, found)
             self._keep(buffer, Checked(buffer.version, buffer.text, found, settings.unsafe_fixes))
             return Glance(found, complete=True)
         before = self._shown.get(buffer.uri)
