@@ -50,6 +50,19 @@ def test_rules_that_ask_about_another_file_are_left_for_the_full_check(tmp_path)
     assert [(d.code, d.location.line) for d in full] == [("TL203", 49), ("TL101", 59), ("TL304", 62)]
 
 
+def test_a_script_nothing_imports_is_checked_whole_at_the_first_look(tmp_path):
+    # Who imports a file is read from the other files' import statements, not their code: a script that
+    # no file imports and that imports nothing of the project needs no other file's facts.
+    shutil.copytree(FIXTURES / "mnist_style", tmp_path / "demo")
+    (tmp_path / "demo" / "plots.py").write_text("import matplotlib\n")
+    main = tmp_path / "demo" / "main.py"
+    own, deferred = Linter().check_own_file(str(main), main.read_text(), ALL, in_project=True)
+    assert deferred == frozenset()
+    full = Linter().check_text(str(main), main.read_text(), ALL, in_project=True)
+    assert [_key(d) for d in own] == [_key(d) for d in full]
+    assert len(full) == 6
+
+
 def test_a_text_on_its_own_is_checked_whole_at_the_first_look():
     text = (FIXTURES / "two_module" / "train.py").read_text()
     own, deferred = Linter().check_own_file("train.py", text, ALL, in_project=False)
@@ -80,7 +93,7 @@ class _HalfWay(Rule):
 
     def check(self, facts):
         facts.table = ["half filled"]
-        facts.source.project.importers_of(facts.source.file)
+        facts.source.project.facts_for(facts.source.file)
         yield from ()
 
 
@@ -114,7 +127,7 @@ class _Guarded(Rule):
 
     def check(self, facts):
         try:
-            facts.source.project.importers_of(facts.source.file)
+            facts.source.project.facts_for(facts.source.file)
         except Exception:  # noqa: BLE001 - what is tested: this must not catch the first look's signal
             yield self.report(facts, facts.source.module.body[0], "alone")
 

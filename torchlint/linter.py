@@ -281,13 +281,16 @@ class Linter:
         return ModuleFacts(source)
 
     def _facts_alone(self, path: str, text: str, module: cst.Module, file: Path) -> ModuleFacts:
-        """The facts of a checked module whose project answers nothing (`index.alone`), for the first look:
-        the module is not registered with the run's project, whose other files must not see this text."""
+        """The facts of a checked module for the first look: its project stops short of other files' facts
+        (`index.alone`). Registered with this linter's project all the same, so that its export is read
+        from the text being checked, as the full check's is."""
         from torchlint.facts import ModuleFacts, SourceModule
         from torchlint.index.alone import OwnFileOnly
 
-        own = OwnFileOnly(self.project_for(file).module_file)
-        return ModuleFacts(SourceModule(path, text, module, project=own, file=file))  # type: ignore[arg-type]
+        project = self.project_for(file)
+        source = SourceModule(path, text, module, project=OwnFileOnly(project), file=file)  # type: ignore[arg-type]
+        project.register(file, source)
+        return ModuleFacts(source)
 
     def _built_facts(self, path: str, text: str, file: Path) -> ModuleFacts | None:
         """The facts of a file this run already built from disk as another file's dependency (the text
