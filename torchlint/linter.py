@@ -143,9 +143,9 @@ class Linter:
         later: frozenset[str] = frozenset(),
     ) -> tuple[list[Diagnostic], frozenset[str]]:
         """The first look of the editor's two-pass check (`index.alone`): `check_text`'s findings of the
-        rules whose check reads no other file, and the codes of the rules that would (their findings come
-        with the full check; TL003's too then, as an unused noqa is known only once every finding is). When
-        no code is left, the findings are the full check's. `later`: the codes an earlier first look left
+        rules whose check reads no other file's code, and the codes of the rules that would (their findings
+        come with the full check; TL003's too then, as an unused noqa is known only once every finding is).
+        When no code is left, the findings are the full check's. `later`: the codes an earlier first look left
         (they run last; see `_run_rules_alone`)."""
         look = _FirstLook(later)
         with _room_to_recurse(), _without_cyclic_gc():
@@ -155,8 +155,8 @@ class Linter:
     def _check_text(
         self, path: str, text: str, settings: Settings, in_project: bool | None, look: _FirstLook | None
     ) -> list[Diagnostic]:
-        # `look` (the first look): no other file is read, and the rules that would read one are not run to
-        # the end; their codes are added to `look.deferred`.
+        # `look` (the first look): no other file's code is read, and the rules that would read one are not
+        # run to the end; their codes are added to `look.deferred`.
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
         full = not self.prefilter or any(rule.could_fire(text) for rule in rules if rule.code[2] != "0")
@@ -229,7 +229,7 @@ class Linter:
     def _run_rules_alone(
         self, fresh: Callable[[], ModuleFacts], rules: list[Rule], path: str, look: _FirstLook
     ) -> list[Diagnostic]:
-        """The first look's findings: a rule that asks about another file is stopped there
+        """The first look's findings: a rule that asks about another file's code is stopped there
         (`NeedsOtherFiles`) and its code added to `look.deferred`. What its questions had half worked out (a
         table an analysis filled midway) must not answer a later rule's: a rule that finished after one was
         stopped is run again on facts built afresh (and so on, until a round stops none). The rules in
@@ -245,10 +245,8 @@ class Linter:
             stopped = False
             again: list[Rule] = []
             for rule in todo:
-                try:
-                    if toy.skips(rule):
-                        continue
-                    reported = _findings(rule, facts, path)
+                try:  # skipped as advice on a toy demo: decided on these facts too, so run again as well
+                    reported = [] if toy.skips(rule) else _findings(rule, facts, path)
                 except NeedsOtherFiles:
                     look.deferred.add(rule.code)
                     stopped = True
@@ -387,14 +385,14 @@ class _FirstLook:
     """A first look's bookkeeping (`Linter.check_own_file`)."""
 
     later: frozenset[str]  # the rules to run last
-    deferred: set[str] = field(default_factory=set)  # the rules that asked about another file
+    deferred: set[str] = field(default_factory=set)  # the rules that asked about another file's code
 
 
 class _ToyDemo:
     """Which rules a module's facts leave out: advice on speed in a test module, or where every training
     loop trains on rows typed into the script (a few steps over a handful of rows: nothing to gain). Worked
-    out once, when the first rule of advice asks; where that asks about another file (the first look), it
-    is asked again by each such rule, which is then stopped in turn."""
+    out once, when the first rule of advice asks; where that asks about another file's code (the first
+    look), it is asked again by each such rule, which is then stopped in turn."""
 
     def __init__(self, facts: ModuleFacts) -> None:
         self.facts = facts

@@ -17,6 +17,10 @@ itself is stored there for the next session and the next `torchlint check`. Keye
 it, by the path relative to the server's working folder; `TORCHLINT_NO_CACHE` and `TORCHLINT_CACHE_DIR`
 are honoured as there.
 
+A buffer is looked at before it is checked (`glance`): the rules that need no other file's code give their
+findings at once (`Linter.check_own_file`), the others' come with the check; both are published, the first
+with the last check's findings of the other rules moved with the edit (`convert.carried`).
+
 Those caches are shared by every check and are not thread-safe: the server calls every method here on its
 one worker thread (`worker.Worker`), in order, except `known` and `allows_unsafe`, which only read (a hover
 is answered from the result kept while another buffer is being checked).
@@ -155,8 +159,8 @@ class Checker:
         return self._keep(buffer, Checked(buffer.version, buffer.text, diagnostics, settings.unsafe_fixes))
 
     def glance(self, buffer: Buffer) -> Glance:
-        """What to show at once while `check` works: the findings of the rules that read no other file
-        (`Linter.check_own_file`), and the last full check's findings of the other rules where the edit
+        """What to show at once while `check` works: the findings of the rules that read no other file's
+        code (`Linter.check_own_file`), and the last full check's findings of the other rules where the edit
         since left them in place (they move with the text around them; one the edit touched waits for
         the check). Complete, and kept as the version's result, when no rule needed another file (or this
         version's result is known, or in the result cache)."""

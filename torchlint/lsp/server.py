@@ -6,8 +6,8 @@
   initializationOptions) and checks only if no newer change came meanwhile, so typing costs one check per
   pause; a newer version (or a refresh) cancels the older one's schedule, whose check is then skipped if
   it has not started, or its result dropped if it has: a stale version's diagnostics are never published;
-- a check is published twice when its file's questions reach other files: first the findings of the rules
-  that read no other file (and the last check's findings of the others that the edit left in place), in a
+- a check is published twice when its file's questions reach other files' code: first the findings of the
+  rules that read none (and the last check's findings of the others that the edit left in place), in a
   fraction of a second, then the full check's; once when it needs nothing else (`Checker.glance`);
 - didSave of any file, a changed configuration (`workspace/didChangeConfiguration`) or watched files
   changing re-read the settings and re-check every open buffer (their cross-file facts may have changed);
