@@ -41,6 +41,9 @@ MAX_REEXPORTS = 8  # a name re-exported through more modules than this may lead 
 SAVE_EVERY = 64  # new exports between two saves of the store during a run (`flush`)
 
 
+_UNKNOWN = object()  # not asked yet (None is an answer: no file of the project)
+
+
 class ImportSummaries(Protocol):
     """What earlier runs found in each file, by the file's bytes (torchlint.cache.imports keeps them; the
     index itself never writes a cache)."""
@@ -81,6 +84,7 @@ class Project:
         self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
         self._new_exports = 0  # exports computed since the last save
         self._modules: dict[tuple[Path, str], Path | None] = {}
+        self._modules_of: dict[tuple[Path, str], Path | None] = {}  # by importer: no `.parent` to make
         self._files: list[Path] | None = None
         self._real_paths: dict[Path, Path] = {}
         self._words: ImportWords | None = None  # what each file's import lines name, once asked
@@ -130,10 +134,13 @@ class Project:
     # -- module names to files --------------------------------------------------------------------------
 
     def module_file(self, importer: Path, dotted: str) -> Path | None:
-        key = (importer.parent, dotted)
-        if key not in self._modules:
-            self._modules[key] = self._module_file(importer, dotted)
-        return self._modules[key]
+        known = self._modules_of.get((importer, dotted), _UNKNOWN)  # asked thousands of times in a check
+        if known is _UNKNOWN:
+            key = (importer.parent, dotted)  # what the answer depends on: shared by a folder's files
+            if key not in self._modules:
+                self._modules[key] = self._module_file(importer, dotted)
+            known = self._modules_of[importer, dotted] = self._modules[key]
+        return known
 
     def _module_file(self, importer: Path, dotted: str) -> Path | None:
         level = len(dotted) - len(dotted.lstrip("."))

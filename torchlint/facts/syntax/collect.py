@@ -36,6 +36,21 @@ _SKIPPED_FIELDS = frozenset(
 _child_fields: dict[type, tuple[str, ...]] = {}
 
 
+_IS_NODE: dict[type, bool] = {}
+
+
+def is_node(value: object) -> bool:
+    """`isinstance(value, cst.CSTNode)`, decided once per type. LibCST's node classes are abstract-base
+    classes: each `isinstance` with one of them that fails runs `ABCMeta.__instancecheck__`, a cost the
+    walks pay hundreds of thousands of times per check. No concrete node class has subclasses, so a
+    node's exact type says what it is (`type(node) is cst.Call`)."""
+    kind = type(value)
+    known = _IS_NODE.get(kind)
+    if known is None:
+        known = _IS_NODE[kind] = isinstance(value, cst.CSTNode)
+    return known
+
+
 def _fields_of(node_type: type) -> tuple[str, ...]:
     names = _child_fields.get(node_type)
     if names is None:
@@ -212,11 +227,11 @@ class Collector:
         walk = self.walk
         for name in _fields_of(type(node)):
             value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
+            if is_node(value):
                 walk(value, scope)
             elif isinstance(value, (tuple, list)):
                 for item in value:
-                    if isinstance(item, cst.CSTNode):
+                    if is_node(item):
                         walk(item, scope)
 
     def _annotation(self, node: cst.CSTNode, scope: Scope) -> None:
@@ -254,10 +269,10 @@ class Collector:
     def _reference(self, expr: cst.BaseExpression, scope: Scope, **role: object) -> Reference | None:
         attrs: list[str] = []
         node = expr
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:  # exact types: see `is_node`
             attrs.append(node.attr.value)
             node = node.value
-        if not isinstance(node, cst.Name):
+        if type(node) is not cst.Name:
             self.walk(node, scope)
             return None
         ref = Reference(expr, node, tuple(reversed(attrs)), scope, in_annotation=self._in_annotation, **role)  # type: ignore[arg-type]

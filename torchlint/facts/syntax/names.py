@@ -155,10 +155,10 @@ class Reference:
 def dotted(expr: cst.BaseExpression) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
+    while type(expr) is cst.Attribute:  # exact types: see `collect.is_node`
         parts.append(expr.attr.value)
         expr = expr.value
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from torchlint._lazy import cst
-from torchlint.facts.syntax.collect import _fields_of
+from torchlint.facts.syntax.collect import _fields_of, is_node
 
 
 def statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -39,31 +39,31 @@ def simple_lines(node: cst.CSTNode) -> Iterator[cst.SimpleStatementLine]:
 
 def subexpressions(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """`expr` and the expressions inside it that can carry parameters to an optimizer (calls, containers,
-    comprehensions, operators), without LibCST's costly `children`."""
+    comprehensions, operators), without LibCST's costly `children`. Dispatched on the node's exact type:
+    see `collect.is_node`."""
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, cst.Call):
+        kind = type(node)
+        if kind is cst.Call:
             stack.append(node.func)
             stack.extend(arg.value for arg in node.args)
-        elif isinstance(node, cst.Attribute):
+        elif kind is cst.Attribute:
             stack.append(node.value)
-        elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+        elif kind is cst.List or kind is cst.Tuple or kind is cst.Set or kind is cst.Dict:
             stack.extend(element.value for element in node.elements)
-        elif isinstance(node, cst.Dict):
-            stack.extend(e.value for e in node.elements)
-        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        elif kind is cst.ListComp or kind is cst.GeneratorExp or kind is cst.SetComp:
             stack.append(node.elt)
             stack.extend(_comprehension_iters(node.for_in))
-        elif isinstance(node, cst.DictComp):
+        elif kind is cst.DictComp:
             stack.append(node.value)
             stack.extend(_comprehension_iters(node.for_in))
-        elif isinstance(node, cst.BinaryOperation):
+        elif kind is cst.BinaryOperation:
             stack.extend((node.left, node.right))
-        elif isinstance(node, cst.Subscript):
+        elif kind is cst.Subscript:
             stack.append(node.value)
-        elif isinstance(node, cst.IfExp):
+        elif kind is cst.IfExp:
             stack.extend((node.body, node.orelse))
 
 
@@ -96,10 +96,10 @@ def nodes_in(node: cst.CSTNode, fields: tuple[str, ...]) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for name in fields:
         value = getattr(node, name, None)
-        if isinstance(value, cst.CSTNode):
+        if is_node(value):
             found.append(value)
         elif isinstance(value, (tuple, list)):
-            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+            found.extend(item for item in value if is_node(item))
     return found
 
 
