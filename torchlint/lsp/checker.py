@@ -174,7 +174,7 @@ class Checker:
             buffer.display, buffer.text, settings, in_project=buffer.path is not None, later=self._later
         )
         self._later = deferred or self._later
-        if not deferred:  # the full check's answer: nothing else was asked, so nothing else is depended on
+        if not deferred:  # the full check's answer; what it asked of other files' headers is recorded
             if slot is not None:
                 self._store(buffer, slot, linter, found)
             self._keep(buffer, Checked(buffer.version, buffer.text, found, settings.unsafe_fixes))
