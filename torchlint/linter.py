@@ -188,7 +188,7 @@ class Linter:
                     found = [diagnostic] if "TL001" in enabled else []
                     return _finish(found, text, None, settings.ignore_noqa)
                 if look is not None and in_project:
-                    fresh = partial(self._facts_alone, path, text, module, file)
+                    fresh = partial(self.facts_of, path, text, module, file, alone=True)
                     found = self._run_rules_alone(fresh, rules, path, look)
                     return self._finished(found, text, settings, enabled, path, look)
                 facts = self.facts_of(path, text, module, file if in_project else None)
@@ -267,27 +267,21 @@ class Linter:
         project = self._projects.get(self.index_root_of(file.resolve().parent))
         return project is not None and project.parses(file, text)
 
-    def facts_of(self, path: str, text: str, module: cst.Module, file: Path | None) -> ModuleFacts:
+    def facts_of(
+        self, path: str, text: str, module: cst.Module, file: Path | None, alone: bool = False
+    ) -> ModuleFacts:
         """The facts of a checked module; with `file`, linked to its project (whose other files' questions
-        about it then see this text, not the one on disk)."""
-        from torchlint.facts import ModuleFacts, SourceModule
-
-        project = self.project_for(file) if file is not None else None
-        source = SourceModule(path, text, module, project=project, file=file)
-        if project is not None and file is not None:
-            project.register(file, source)
-        return ModuleFacts(source)
-
-    def _facts_alone(self, path: str, text: str, module: cst.Module, file: Path) -> ModuleFacts:
-        """The facts of a checked module for the first look: its project stops short of other files' facts
-        (`index.alone`). Registered with this linter's project all the same, so that its export is read
-        from the text being checked, as the full check's is."""
+        about it then see this text, not the one on disk). `alone` (the first look): the facts ask the
+        project through `index.alone.OwnFileOnly`, which stops short of other files' code; the module is
+        registered all the same, so that its export is read from the text being checked."""
         from torchlint.facts import ModuleFacts, SourceModule
         from torchlint.index.alone import OwnFileOnly
 
-        project = self.project_for(file)
-        source = SourceModule(path, text, module, project=OwnFileOnly(project), file=file)  # type: ignore[arg-type]
-        project.register(file, source)
+        project = self.project_for(file) if file is not None else None
+        index = OwnFileOnly(project) if alone and project is not None else project
+        source = SourceModule(path, text, module, project=index, file=file)  # type: ignore[arg-type]
+        if project is not None and file is not None:
+            project.register(file, source)
         return ModuleFacts(source)
 
     def _built_facts(self, path: str, text: str, file: Path) -> ModuleFacts | None:

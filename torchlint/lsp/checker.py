@@ -164,12 +164,15 @@ class Checker:
         since left them in place (they move with the text around them; one the edit touched waits for
         the check). Complete, and kept as the version's result, when no rule needed another file (or this
         version's result is known, or in the result cache)."""
+        known = self.known(buffer)
+        if known is not None:
+            return Glance(known.diagnostics, complete=True)
         settings = self.settings_for(buffer)
         linter = self._linter()
         slot = self._slot(buffer, settings, linter)
-        known = self.known(buffer) or self._cached(buffer, settings, slot, linter)
-        if known is not None:
-            return Glance(known.diagnostics, complete=True)
+        cached = self._cached(buffer, settings, slot, linter)
+        if cached is not None:
+            return Glance(cached.diagnostics, complete=True)
         found, deferred = linter.check_own_file(
             buffer.display, buffer.text, settings, in_project=buffer.path is not None, later=self._later
         )
