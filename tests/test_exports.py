@@ -352,7 +352,7 @@ def test_a_call_on_a_method_s_own_object_follows_overrides_whatever_the_paramete
 
     source = facts.source
     [call] = [c for c in source.calls if source.code(c.node) == "cls.step()"]
-    assert not source.analysis(TrainingAnalysis)._runs_no_training(call, steps=False)
+    assert not source.analysis(TrainingAnalysis).runs_no_training(call, steps=False)
 
 
 def test_an_answer_worked_out_for_one_file_makes_the_next_file_depend_on_what_it_read(tmp_path):
@@ -374,3 +374,110 @@ def test_an_answer_worked_out_for_one_file_makes_the_next_file_depend_on_what_it
     for name in ("a.py", "b.py"):
         assert not call_may_run(project, tmp_path / name, "helper.h", tmp_path / name, steps=True)
     assert {p.name for p in project.dependencies(tmp_path / "b.py")} >= {"helper.py", "util.py"}
+
+
+def test_an_export_says_which_scopes_name_a_compiler():
+    found = export(
+        """
+        import re
+        import torch
+
+        PATTERN = re.compile("x")
+
+        @torch.compile
+        def fast(x):
+            return x
+
+        def build(model):
+            return model.compile()
+
+        def train(model):
+            return torch._dynamo.optimize("inductor")(model)
+        """
+    )
+    assert {scope.name: scope.compiles for scope in found.scopes} == {
+        "": False,  # `re.compile`: a pattern
+        "fast": True,  # its decorator
+        "build": True,
+        "train": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("source", "compiles"),
+    [
+        ("import re\n\nP = re.compile('x')\n", False),
+        ("# torch.compile would help\nx = 1\n", False),
+        ("from torch import compile as fast\n\nfast(model)\n", True),  # bound by an import, called by name
+        ("import torch\n\nc = torch.compile\n", True),  # a reference: the alias may be called later
+        ("def f(\n", True),  # no export: anything may be there
+    ],
+)
+def test_whether_a_file_may_hold_a_compile_site_is_read_from_its_export(source, compiles):
+    from torchlint.facts.torch.exports import may_compile
+
+    assert may_compile(export_of_bytes(source.encode())) is compiles
+
+
+GRAPH_BREAK_MODEL = """
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        print(x)
+        return x
+"""
+
+
+def test_compiled_code_is_looked_for_only_in_importers_that_may_compile(tmp_path, parsed):
+    facts = project_facts(
+        tmp_path,
+        {
+            "model.py": GRAPH_BREAK_MODEL,
+            "fast.py": "import torch\nfrom model import Net\n\nnet = torch.compile(Net())\n",
+            "patterns.py": "import re\nfrom model import Net\n\nP = re.compile('compile')\nNet()\n",
+        },
+        "model.py",
+    )
+    from torchlint.rules.compile.graph_breaks import GraphBreakAnalysis
+
+    bodies = facts.source.analysis(GraphBreakAnalysis).compiled_bodies
+    assert [body.function.name for body in bodies] == ["forward"]
+    assert sorted(parsed) == ["fast.py"]  # `patterns.py` names `compile` only as a regular expression's
+
+
+def test_a_call_of_another_file_s_class_is_a_scaler_only_where_that_file_names_one(tmp_path, parsed):
+    facts = project_facts(
+        tmp_path,
+        {
+            "amp.py": "import torch\n\n\nclass Wrapped:\n    def __init__(self):\n"
+            "        self.inner = torch.cuda.amp.GradScaler()\n",
+            "meters.py": "class Meter:\n    def __init__(self):\n        self.total = 0\n",
+            "train.py": "from amp import Wrapped\nfrom meters import Meter\n\nscaler = Wrapped()\nmeter = Meter()\n",
+        },
+        "train.py",
+    )
+    from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
+
+    scalers = facts.source.analysis(PrecisionAnalysis).scalers
+    assert [(scaler.name, scaler.how) for scaler in scalers] == [("scaler", "`Wrapped` (wraps a GradScaler)")]
+    assert parsed == ["amp.py"]  # `meters.py` names no GradScaler: `Meter` cannot make one
+
+
+def test_whether_a_module_trains_does_not_build_the_files_of_helpers_that_run_no_backward_pass(
+    tmp_path, parsed
+):
+    from torchlint.facts.torch.models import ModelAnalysis
+
+    files = {
+        "log.py": "def log(x):\n    print(x)\n",
+        "engine.py": "def fit(model, opt, batches):\n    for b in batches:\n        model(b).sum().backward()\n"
+        "        opt.step()\n",
+        "plot.py": "import log\n\nlog.log(1)\n",
+        "main.py": "import engine\nimport log\n\nlog.log(0)\nengine.fit(None, None, [])\n",
+    }
+    assert not project_facts(tmp_path, files, "plot.py").source.analysis(ModelAnalysis).trains
+    assert parsed == []
+    assert project_facts(tmp_path, files, "main.py").source.analysis(ModelAnalysis).trains
+    assert parsed == ["engine.py"]

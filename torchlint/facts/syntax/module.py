@@ -488,7 +488,7 @@ class SourceModule:
             value = _constructed(binding.value)
             if value is None:
                 continue
-            homes = self._class_files(value.func, binding.scope)
+            homes = self.class_files(value.func, binding.scope)
             if homes is None:
                 return None
             found |= homes
@@ -500,7 +500,7 @@ class SourceModule:
         homes = self.project.homes(self.file, qualname, "function")
         return found | homes if homes is not None else None
 
-    def _class_files(self, func: cst.BaseExpression, scope: Scope) -> set[Path] | None:
+    def class_files(self, func: cst.BaseExpression, scope: Scope) -> set[Path] | None:
         """The files of the class `resolve_class(func, scope)` may answer (None: unknown)."""
         if self.local_class(func, scope) is not None:
             return {self.real_file}

@@ -24,17 +24,24 @@ from typing import NamedTuple, Protocol
 
 from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES
 
+COMPILER_NAMES = frozenset({"compile", "optimize"})  # `torch.compile`, `torch._dynamo.optimize`
+
 
 class ScopeExport(NamedTuple):
     """The calls of one scope: what each names (`f`, `a.b.f`, `.method` for a method of an object the
     code computes), the names handed to a call (a function given to a helper that runs it), and whether
     one of them may run a backward pass itself (`loss.backward()`, `self.manual_backward(loss)`, or a
-    helper handed the loss and the optimizer: `loss_scaler(loss, optimizer)`) or a step (`x.step()`)."""
+    helper handed the loss and the optimizer: `loss_scaler(loss, optimizer)`) or a step (`x.step()`), and
+    whether its code names a compiler (`compiles`)."""
 
     name: str
     backward: bool
     steps: bool  # `x.step()`: an optimizer's step, maybe
     symbols: list[str]  # what its calls name, and the defs of this file handed to a call
+    # An attribute named like a compiler (`torch.compile`, `@torch.compile`, `model.compile()`,
+    # `torch._dynamo.optimize`; not `re.compile`): a compile site may be here, nowhere else but where an
+    # import binds a compiler's name (`may_compile`).
+    compiles: bool = False
 
 
 class Export(NamedTuple):
@@ -77,7 +84,7 @@ class Export(NamedTuple):
             list(imported),
             [list(names) for names in bases],
             [list(pair) for pair in bindings],
-            [ScopeExport(n, backward, steps, list(symbols)) for n, backward, steps, symbols in scopes]
+            [ScopeExport(name, back, step, list(symbols), comp) for name, back, step, symbols, comp in scopes]
             if scopes is not None
             else None,
         )
@@ -113,7 +120,9 @@ def describe_export(export: Export) -> str:
     lines += [f"  {name}({', '.join(bases)})" for name, *bases in export.bases] or ["  (none)"]
     lines.append("scopes:")
     for scope in export.scopes:
-        runs = [what for what, flag in (("a backward pass", scope.backward), ("a step", scope.steps)) if flag]
+        events = [("a backward pass", scope.backward), ("a step", scope.steps)]
+        events.append(("a compiler", scope.compiles))
+        runs = [what for what, flag in events if flag]
         itself = f" (may run {' and '.join(runs)} itself)" if runs else ""
         lines.append(f"  {scope.name or '<module>'}{itself}: {', '.join(scope.symbols) or '(no calls)'}")
     if not export.scopes:
@@ -128,11 +137,12 @@ def _names(value: object) -> bool:
 def _is_scope(value: object) -> bool:
     return (
         isinstance(value, list)
-        and len(value) == 4
+        and len(value) == 5
         and isinstance(value[0], str)
         and isinstance(value[1], bool)
         and isinstance(value[2], bool)
         and _names(value[3])
+        and isinstance(value[4], bool)
     )
 
 
@@ -216,6 +226,8 @@ class _Exporter:
                 continue
             if kind is ast.Call:
                 self._call(node, where)
+            elif kind is ast.Attribute and node.attr in COMPILER_NAMES and not _regex(node.value):
+                self._scope(where.scope)[0][2] = True
             elif kind is ast.arg and where.binds:
                 self.local.setdefault(where.scope, set()).add(node.arg)
             elif kind in _OWN_NAMES:
@@ -237,7 +249,7 @@ class _Exporter:
                 for h in self.handed.get(name, ())
                 if h.rpartition(".")[2] in self.defs and ("." in h or h not in local)
             }
-            scopes.append(ScopeExport(name, flag[0], flag[1], sorted(symbols | handed)))
+            scopes.append(ScopeExport(name, flag[0], flag[1], sorted(symbols | handed), flag[2]))
         return self.export_._replace(scopes=sorted(scopes))
 
     def statements(self, tree: ast.Module) -> Export:
@@ -267,7 +279,7 @@ class _Exporter:
     def _scope(self, name: str) -> tuple[list[bool], set[str]]:
         found = self.scopes.get(name)
         if found is None:
-            found = self.scopes[name] = ([False, False], set())
+            found = self.scopes[name] = ([False, False, False], set())
         return found
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -332,6 +344,23 @@ class _Exporter:
         end_line = node.end_lineno or len(self.lines)
         end = self.lines[end_line] if end_line < len(self.lines) else len(self.data)
         return self.data[start:end]
+
+
+def may_compile(export: Export | None) -> bool:
+    """Whether a file may hold a compile site (what `ModelAnalysis.compile_sites` finds: `torch.compile` and
+    `torch._dynamo.optimize` called, decorating or referred to, also under a name an import or an
+    assignment of the file gives them; a `.compile()` method): its code names a compiler's attribute, or an
+    import binds a compiler's name. True for a file without an export."""
+    if export is None or export.scopes is None:
+        return True
+    if any(dotted.rpartition(".")[2] in COMPILER_NAMES for _, dotted in export.bindings):
+        return True
+    return any(scope.compiles for scope in export.scopes)
+
+
+def _regex(receiver: ast.expr) -> bool:
+    """`re.compile`, `regex.compile`: patterns, not models."""
+    return isinstance(receiver, ast.Name) and receiver.id in ("re", "regex")
 
 
 def _written_base(node: ast.expr) -> str | None:

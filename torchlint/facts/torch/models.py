@@ -207,9 +207,14 @@ class ModelAnalysis:
         if training.training_loops:
             return True
         for call in source.calls:
-            target = source.callee(call)
-            if target is not None and target[0].analysis(TrainingAnalysis).has_training_loop(target[1]):
-                return True
+            # Another file's function whose export shows it runs no backward pass has no training loop:
+            # its facts are built only to learn whether the call resolves at all.
+            quiet = training.runs_no_training(call, steps=False)
+            target = source.callee(call) if not quiet or self._hands_optimizer_to_training(call) else None
+            if not quiet and target is not None:
+                home, function = target
+                if home.analysis(TrainingAnalysis).has_training_loop(function):
+                    return True
             if self._runs_a_trainer(call) or target is None and self._hands_optimizer_to_training(call):
                 return True
         return False

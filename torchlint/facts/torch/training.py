@@ -149,7 +149,7 @@ class TrainingAnalysis:
             elif func.attr.value == STEP and not self._is_scheduler(func.value, call.scope):
                 events.add(STEP)
         if depth < MAX_DEPTH:
-            quiet = self._runs_no_training(call, steps=True) and not self._hands_over_loss_and_optimizer(call)
+            quiet = self.runs_no_training(call, steps=True) and not self._hands_over_loss_and_optimizer(call)
             targets = [] if quiet else self.targets(call)
             for home, function in targets:
                 events |= home.analysis(TrainingAnalysis).function_events(function, depth + 1)
@@ -396,7 +396,7 @@ class TrainingAnalysis:
                 found = any(
                     home.analysis(TrainingAnalysis).has_training_loop(target, depth + 1)
                     for call in function.calls
-                    if not self._runs_no_training(call, steps=False)
+                    if not self.runs_no_training(call, steps=False)
                     for home, target in self.targets(call)
                 )
             self._has_loop[key] = found
@@ -408,14 +408,14 @@ class TrainingAnalysis:
         if any(self.is_training_loop(inner) for inner in _descendants(loop)):
             return False
         for call in loop.all_calls():
-            if self._runs_no_training(call, steps=False):
+            if self.runs_no_training(call, steps=False):
                 continue
             for home, target in self.targets(call):
                 if home.analysis(TrainingAnalysis).has_training_loop(target):
                     return False  # this loop runs epochs of a training loop elsewhere
         return True
 
-    def _runs_no_training(self, call: CallRecord, steps: bool) -> bool:
+    def runs_no_training(self, call: CallRecord, steps: bool) -> bool:
         """Nothing the call may run (`targets`) runs a backward pass (nor, with `steps`, a step), read from
         the exports of the files it leads to without building their facts (`reach.call_may_run`): then none
         of those functions has a training loop, nor events. Asked of calls of another file's names (an

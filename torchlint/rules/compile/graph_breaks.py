@@ -34,6 +34,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, ScopeKind
 from torchlint.facts.syntax.walk import child_nodes, subexpressions
+from torchlint.facts.torch.exports import may_compile
 from torchlint.facts.torch.models import (
     MAX_DEPTH,
     MODULE_METHODS,
@@ -195,6 +196,8 @@ class GraphBreakAnalysis:
                     following.append(importer)
                     if not project.may_name(importer, ("compile",)):
                         continue
+                    if not may_compile(project.export_of(importer, file)):
+                        continue  # no compile site: nothing it compiles runs here
                     other = project.facts_for(importer, file)
                     if other is not None and other is not source:
                         found.append(other)

@@ -715,6 +715,9 @@ class PrecisionAnalysis:
         if qualname in SCALERS or qualname.startswith(("torch.", "sklearn.")):
             return ""  # scikit-learn's `MinMaxScaler`, `StandardScaler`: data normalisation
         name = func.value if isinstance(func, cst.Name) else func.attr.value
+        is_named_like_one = name.endswith("Scaler") and name[:1].isupper()
+        if not is_named_like_one and not self._may_make_scaler(func, call.scope):
+            return ""
         found = source.resolve_class(func, call.scope)
         if found is not None:
             home, cls = found
@@ -722,7 +725,17 @@ class PrecisionAnalysis:
             if any(analysis._makes_scaler(method.calls) for method in cls.methods.values()):
                 return f"`{name}` (wraps a GradScaler)"
             return ""
-        return f"`{name}` (a scaler class)" if name.endswith("Scaler") and name[:1].isupper() else ""
+        return f"`{name}` (a scaler class)" if is_named_like_one else ""
+
+    def _may_make_scaler(self, func: cst.BaseExpression, scope: Scope) -> bool:
+        """Whether the class `func` names may be a project class whose methods make a GradScaler, judged
+        without building other files' facts: every file that may define it must name one (each of SCALERS
+        ends with `GradScaler`, and an import that renames it writes it too)."""
+        source, project = self.source, self.source.project
+        homes = source.class_files(func, scope)
+        if homes is None or source.real_file in homes:
+            return True  # unknown; or defined here, read at no cost
+        return project is not None and any(project.may_name(home, ("GradScaler",)) for home in homes)
 
     def _makes_scaler(self, calls: list[CallRecord]) -> bool:
         return any((self.source.qualname(c.node.func, c.scope) or "") in SCALERS for c in calls)
