@@ -410,6 +410,9 @@ def test_an_export_says_which_scopes_name_a_compiler():
         ("# torch.compile would help\nx = 1\n", False),
         ("from torch import compile as fast\n\nfast(model)\n", True),  # bound by an import, called by name
         ("import torch\n\nc = torch.compile\n", True),  # a reference: the alias may be called later
+        ("import coremltools as ct\n\nct.optimize.coreml.palettize_weights(m)\n", False),
+        ("import torch._dynamo as dyn\n\n\ndef f(m):\n    return dyn.optimize('inductor')(m)\n", True),
+        ("from torch._dynamo import optimize\n", True),
         ("def f(\n", True),  # no export: anything may be there
     ],
 )
@@ -481,3 +484,42 @@ def test_whether_a_module_trains_does_not_build_the_files_of_helpers_that_run_no
     assert parsed == []
     assert project_facts(tmp_path, files, "main.py").source.analysis(ModelAnalysis).trains
     assert parsed == ["engine.py"]
+
+
+def test_a_trainer_class_is_looked_for_only_in_files_that_may_run_a_backward_pass(tmp_path, parsed):
+    engine = (
+        "class Trainer:\n    def __init__(self, model):\n        self.model = model\n\n"
+        "    def fit(self, opt):\n        for x in range(9):\n            self.model(x).sum().backward()\n"
+        "            opt.step()\n"
+    )
+    run = (
+        "import torch\nfrom engine import Trainer\nfrom meters import Meter\nfrom model import Net\n\n"
+        "meter = Meter('loss')\nnet = Net().cuda()\nTrainer(net).fit(torch.optim.SGD(net.parameters()))\n"
+    )
+    meters = "class Meter:\n    def __init__(self, name):\n        self.name = name\n"
+    write(tmp_path, {"model.py": MODEL, "engine.py": engine, "meters.py": meters, "run.py": run})
+    assert tl401(tmp_path, "model.py") == [("TL401", 19)]
+    assert "engine.py" in parsed and "run.py" in parsed
+    assert "meters.py" not in parsed  # `Meter('loss')` builds nothing that trains: no backward pass there
+
+
+def test_calls_of_a_function_elsewhere_are_looked_for_only_in_importers_that_name_it(tmp_path, parsed):
+    facts = project_facts(
+        tmp_path,
+        {
+            "lib.py": "VERSION = 1\n\n\ndef train_one_epoch(model, opt):\n    for x in range(9):\n"
+            "        model(x).backward()\n        opt.step()\n",
+            "main.py": "import lib\n\nlib.train_one_epoch(None, None)\n",
+            "about.py": "import lib\n\nprint(lib.VERSION)\n",
+        },
+        "lib.py",
+    )
+    from torchlint.facts.torch.callers import CallerAnalysis
+    from torchlint.facts.torch.training import TrainingAnalysis
+
+    [loop] = facts.source.analysis(TrainingAnalysis).training_loops
+    calls = facts.source.analysis(CallerAnalysis).callers_elsewhere(loop)
+    assert [(module.file.name, module.code(call.node)) for module, call in calls] == [
+        ("main.py", "lib.train_one_epoch(None, None)")
+    ]
+    assert parsed == ["main.py"]  # `about.py` never names `train_one_epoch`

@@ -104,7 +104,7 @@ class CallerAnalysis:
         """Calls in the files importing this one that run one of `functions` (or construct its class)."""
         classes = {f.owner.name: f.owner for f in functions if f.owner is not None}
         found = []
-        for other in self.importers() if functions else ():
+        for other in self._importers_naming({f.name for f in functions} | set(classes)) if functions else ():
             for call in other.calls:
                 target = other.callee(call)
                 if target is not None and any(target[1] is f for f in functions):
@@ -117,6 +117,32 @@ class CallerAnalysis:
                     resolved = other.resolve_class(func, call.scope)
                     if resolved is not None and resolved[1] is classes[name]:
                         found.append((other, call))
+        return found
+
+    def _importers_naming(self, names: set[str]) -> list[SourceModule]:
+        """`importers()`, less the files whose text cannot name any of `names` (`project.may_name`), whose
+        facts are then not built: a call runs a function of this module, or a method of its class, only by
+        writing its name, the class's (`Trainer(...)` ... `trainer.fit()`), or a name an import gives one."""
+        source = self.source
+        project, file = source.project, source.file
+        if 2 in self._importers or project is None or file is None:
+            return self.importers()  # built already (or nothing to build)
+        found: list[SourceModule] = []
+        seen = {file}
+        frontier = [file]
+        for _ in range(2):
+            following = []
+            for path in frontier:
+                for importer in project.importers_of(path):
+                    if importer in seen:
+                        continue
+                    seen.add(importer)
+                    following.append(importer)
+                    if project.may_name(importer, names):
+                        other = project.facts_for(importer, file)
+                        if other is not None and other is not source:
+                            found.append(other)
+            frontier = following
         return found
 
     def importers(self, depth: int = 2) -> list[SourceModule]:

@@ -24,8 +24,6 @@ from typing import NamedTuple, Protocol
 
 from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES
 
-COMPILER_NAMES = frozenset({"compile", "optimize"})  # `torch.compile`, `torch._dynamo.optimize`
-
 
 class ScopeExport(NamedTuple):
     """The calls of one scope: what each names (`f`, `a.b.f`, `.method` for a method of an object the
@@ -187,6 +185,7 @@ class _Exporter:
         self.handed: dict[str, set[str]] = {}  # scope -> the names its calls are handed (`run(step)`)
         self.local: dict[str, set[str]] = {}  # scope -> the names it assigns or takes as parameters
         self.defs: set[str] = set()  # the name of every def statement
+        self.optimizers: list[tuple[str, str]] = []  # (scope, the name before `.optimize`): dynamo's, maybe
 
     def export(self, tree: ast.Module) -> Export:
         todo = [(tree, _Where("", None, False, True))]
@@ -226,8 +225,8 @@ class _Exporter:
                 continue
             if kind is ast.Call:
                 self._call(node, where)
-            elif kind is ast.Attribute and node.attr in COMPILER_NAMES and not _regex(node.value):
-                self._scope(where.scope)[0][2] = True
+            elif kind is ast.Attribute and node.attr in ("compile", "optimize"):
+                self._compiler(node, where.scope)
             elif kind is ast.arg and where.binds:
                 self.local.setdefault(where.scope, set()).add(node.arg)
             elif kind in _OWN_NAMES:
@@ -241,6 +240,10 @@ class _Exporter:
                     todo += [(item, where) for item in reversed(value) if isinstance(item, ast.AST)]
                 elif isinstance(value, ast.AST):
                     todo.append((value, where))
+        dynamo = {"_dynamo", *(name for name, dotted in self.export_.bindings if dotted.endswith("._dynamo"))}
+        for scope, receiver in self.optimizers:
+            if receiver in dynamo:  # `torch._dynamo.optimize`, as `_dynamo.optimize` or under another name
+                self._scope(scope)[0][2] = True
         scopes = []
         for name, (flag, symbols) in self.scopes.items():
             local = self.local.get(name, set())
@@ -306,6 +309,18 @@ class _Exporter:
             [a.name.rpartition(".")[2], a.asname] for a in node.names if a.asname is not None
         )
 
+    def _compiler(self, node: ast.Attribute, scope: str) -> None:
+        """`x.compile` (`torch.compile`, a model's `.compile()`; not `re.compile`) names a compiler;
+        `x.optimize` does where `x` is `torch._dynamo` (known once every import is read)."""
+        receiver = node.value
+        if node.attr == "compile":
+            if not (isinstance(receiver, ast.Name) and receiver.id in ("re", "regex")):
+                self._scope(scope)[0][2] = True
+        elif isinstance(receiver, ast.Attribute) and receiver.attr == "_dynamo":
+            self._scope(scope)[0][2] = True
+        elif isinstance(receiver, ast.Name):
+            self.optimizers.append((scope, receiver.id))
+
     def _call(self, node: ast.Call, where: _Where) -> None:
         scope = where.scope
         flag, symbols = self._scope(scope)
@@ -353,14 +368,9 @@ def may_compile(export: Export | None) -> bool:
     import binds a compiler's name. True for a file without an export."""
     if export is None or export.scopes is None:
         return True
-    if any(dotted.rpartition(".")[2] in COMPILER_NAMES for _, dotted in export.bindings):
+    if any(dotted.endswith((".compile", "_dynamo.optimize")) for _, dotted in export.bindings):
         return True
     return any(scope.compiles for scope in export.scopes)
-
-
-def _regex(receiver: ast.expr) -> bool:
-    """`re.compile`, `regex.compile`: patterns, not models."""
-    return isinstance(receiver, ast.Name) and receiver.id in ("re", "regex")
 
 
 def _written_base(node: ast.expr) -> str | None:

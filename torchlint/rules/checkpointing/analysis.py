@@ -35,6 +35,7 @@ from torchlint.facts.syntax.calls import Signature, argument_for, read_call
 from torchlint.facts.syntax.names import BindingKind, Scope, dotted
 from torchlint.facts.syntax.values import is_false_constant
 from torchlint.facts.torch.models import ModelAnalysis, may_train, relative_path
+from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
 from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis, environment_default
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
     from torchlint.facts.syntax.collect import CallRecord, ClassRecord, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.exports import ExportIndex
 
 MAX_DEPTH = 3
 # A depth fixed as a literal where the model is built, below this, is the author's sizing (see
@@ -812,7 +814,7 @@ def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule], D
             for built in _classes_built(module, node, scope):
                 found.append((built, [module, *model.involved], device))
     for call in module.calls:  # `Trainer(config, model, data)`: a project class whose methods train
-        if not call.node.args:
+        if not call.node.args or not _may_build_a_trainer(module, call):
             continue
         trainer = module.resolve_class(call.node.func, call.scope)
         if trainer is None:
@@ -827,6 +829,17 @@ def _trained_in(module: SourceModule) -> list[tuple[Built, list[SourceModule], D
             for built in _classes_built(module, arg.value, call.scope):
                 found.append((built, [module, home], Device.UNKNOWN))
     return found
+
+
+def _may_build_a_trainer(module: SourceModule, call: CallRecord) -> bool:
+    """Whether `call` may construct a project class whose methods train, judged from the exports of the
+    files that may define it (a training loop runs a backward pass: `reach.may_run_backward`) without
+    building them: most calls with arguments in a training script build datasets, loggers and paths."""
+    homes = module.class_files(call.node.func, call.scope)
+    if homes is None or module.real_file in homes or module.project is None or module.file is None:
+        return True  # unknown; or defined here, read at no cost
+    project: ExportIndex = module.project  # type: ignore[assignment]
+    return any(may_run_backward(project, home, module.file) for home in homes)
 
 
 def _registry_names(module: SourceModule) -> set[str] | None:
