@@ -523,3 +523,62 @@ def test_calls_of_a_function_elsewhere_are_looked_for_only_in_importers_that_nam
         ("main.py", "lib.train_one_epoch(None, None)")
     ]
     assert parsed == ["main.py"]  # `about.py` never names `train_one_epoch`
+
+
+AGENT = """\
+import torch
+
+
+class Agent:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+
+    def update(self, batch):
+        loss = self.net(batch).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+"""
+AGENT_TRAINER = """\
+import torch
+from agent import Agent
+
+agent = Agent(torch.nn.Linear(4, 2).cuda())
+for step in range(1000):
+    agent.update(torch.randn(8, 4, device="cuda"))
+"""
+
+
+def test_an_optimizer_of_a_module_without_a_loop_is_weighed_by_the_importers_that_may_train(tmp_path, parsed):
+    files = {
+        "agent.py": AGENT,
+        "train.py": AGENT_TRAINER,
+        "plot.py": "from agent import Agent\n\nprint(Agent)\n",
+    }
+    write(tmp_path, files)
+    path = tmp_path / "agent.py"
+    found = Linter().check_text(str(path), path.read_text(), settings(select=("TL505",)))
+    assert [(d.code, d.location.line) for d in found] == [("TL505", 7)]
+    assert "train.py" in parsed and "plot.py" not in parsed  # no backward pass in `plot.py`: not built
+    write(tmp_path, {**files, "plot.py": "# runs under deepspeed\nfrom agent import Agent\n"})
+    assert Linter().check_text(str(path), path.read_text(), settings(select=("TL505",))) == []
+
+
+def test_whether_a_file_mentions_a_word_is_read_from_its_bytes_where_they_are_its_text(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    write(
+        root,
+        {
+            "a.py": "# deepspeed\n",
+            "b.py": "s = 'é'\n",
+            "c.py": "# -*- coding: latin-1 -*-\n# deepspeed\n",
+            "d.py": "x = 1\n",
+        },
+    )
+    (root / "e.py").write_bytes(b"s = '\xff'  # deepspeed\n")  # not UTF-8: its facts are never built
+    project = Project(root)
+    said = {name: project.mentions(root / f"{name}.py", ("deepspeed",)) for name in "abcde"}
+    assert said == {"a": True, "b": False, "c": None, "d": False, "e": None}
+    assert project.mentions(root / "elsewhere.py", ("deepspeed",)) is None

@@ -424,6 +424,19 @@ class Project:
             return True  # not a project file CPython parses: nothing known, so it may
         return any(not name.isascii() or name.encode() in data for name in wanted)
 
+    def mentions(self, path: Path, words: Collection[str]) -> bool | None:
+        """Whether the text of project file `path` holds one of `words` (ASCII), as its facts' text would,
+        read without building them; None where its bytes may not be what the facts read (a coding
+        declaration, bytes that are not UTF-8) or it is no file of the project."""
+        path = self._real(path)
+        registered = self._facts.get(path)
+        if registered is not None:
+            return any(word in registered.text for word in words)
+        data = self._readable(path) if path in self._project_bytes() else None
+        if data is None or not data.isascii() and not _is_utf8(data):
+            return None
+        return any(word.encode() in data for word in words)
+
     def parses(self, path: Path, text: str) -> bool:
         """Whether the import scan of this run found `text` (the file's UTF-8 bytes) to be valid Python:
         then a check of it need not ask CPython's parser again for TL001."""
@@ -668,6 +681,14 @@ def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
         if fs.is_file(path):
             return path.resolve()
     return None
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _display(path: Path) -> str:

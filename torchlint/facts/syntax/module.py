@@ -80,6 +80,11 @@ class ProjectIndex(Protocol):
         built for a question about who calls them)."""
         ...
 
+    def mentions(self, path: Path, words: Collection[str]) -> bool | None:
+        """Whether project file `path`'s text holds one of `words`, read without building its facts (None:
+        unknown)."""
+        ...
+
     def scanned(self, path: Path) -> bool:
         """Whether the import scan parsed project file `path` (CPython reads it as Python)."""
         ...

@@ -15,6 +15,8 @@ from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
     from torchlint.facts.syntax.module import SourceModule
 
@@ -123,46 +125,43 @@ class CallerAnalysis:
         """`importers()`, less the files whose text cannot name any of `names` (`project.may_name`), whose
         facts are then not built: a call runs a function of this module, or a method of its class, only by
         writing its name, the class's (`Trainer(...)` ... `trainer.fit()`), or a name an import gives one."""
-        source = self.source
-        project, file = source.project, source.file
-        if 2 in self._importers or project is None or file is None:
+        project = self.source.project
+        if 2 in self._importers or project is None:
             return self.importers()  # built already (or nothing to build)
-        found: list[SourceModule] = []
-        seen = {file}
-        frontier = [file]
-        for _ in range(2):
-            following = []
-            for path in frontier:
-                for importer in project.importers_of(path):
-                    if importer in seen:
-                        continue
-                    seen.add(importer)
-                    following.append(importer)
-                    if project.may_name(importer, names):
-                        other = project.facts_for(importer, file)
-                        if other is not None and other is not source:
-                            found.append(other)
-            frontier = following
-        return found
+        return self.built([path for path in self.importer_files() if project.may_name(path, names)])
 
     def importers(self, depth: int = 2) -> list[SourceModule]:
         """The project modules that import this one, and those that import them (a package's
         `__init__.py` re-exports the training function that a script calls)."""
-        if depth in self._importers:
-            return self._importers[depth]
+        if depth not in self._importers:
+            self._importers[depth] = self.built(self.importer_files(depth))
+        return self._importers[depth]
+
+    def importer_files(self, depth: int = 2) -> list[Path]:
+        """The files of `importers()`, nearest first, found from the files' imports without building any
+        of them: a question that needs only some of them builds those."""
         source = self.source
-        found: list[SourceModule] = []
-        frontier = [source]
+        project, file = source.project, source.file
+        if project is None or file is None:
+            return []
+        found: list[Path] = []
+        seen = {file}
+        frontier = [file]
         for _ in range(depth):
             following = []
-            for module in frontier:
-                if module.project is None or module.file is None:
-                    continue
-                for importer in module.project.importers_of(module.file):
-                    other = module.project.facts_for(importer, source.file)
-                    if other is not None and other is not source and other not in found:
-                        found.append(other)
-                        following.append(other)
+            for path in frontier:
+                for importer in project.importers_of(path):
+                    if importer not in seen:
+                        seen.add(importer)
+                        following.append(importer)
+            found += following
             frontier = following
-        self._importers[depth] = found
         return found
+
+    def built(self, files: list[Path]) -> list[SourceModule]:
+        """The facts of `files` (some of `importer_files()`), those that parse."""
+        source = self.source
+        if source.project is None:
+            return []
+        built = [source.project.facts_for(path, source.file) for path in files]
+        return [other for other in built if other is not None and other is not source]

@@ -30,11 +30,15 @@ from torchlint.facts.syntax.calls import Signature, read_call
 from torchlint.facts.syntax.names import BindingKind
 from torchlint.facts.torch import frameworks
 from torchlint.facts.torch.callers import CallerAnalysis
+from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from torchlint.facts.syntax.collect import CallRecord
     from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.exports import ExportIndex
 
 FUSABLE = {
     f"torch.optim.{module}{name}": name
@@ -110,10 +114,23 @@ class OptimizerAnalysis:
             return True
         if self.source.analysis(TrainingAnalysis).training_loops:
             return False
-        importers = self.source.analysis(CallerAnalysis).importers()
-        if any(word in other.text for other in importers for word in REPLACED_OR_OLD):
+        source, project = self.source, self.source.project
+        if project is None or source.file is None:
+            return False
+        callers = source.analysis(CallerAnalysis)
+        files = callers.importer_files()  # read from their bytes; built only where one may train
+
+        def mentions_a_replacement(path: Path) -> bool:
+            said = project.mentions(path, REPLACED_OR_OLD)
+            if said is None:  # its bytes may not be its text: read the facts'
+                return any(word in other.text for other in callers.built([path]) for word in REPLACED_OR_OLD)
+            return said
+
+        if any(mentions_a_replacement(path) for path in files):
             return False  # the module that trains hands the optimizer to a framework that replaces it
-        return any(_has_cuda_loop(other) for other in importers)
+        index: ExportIndex = project  # type: ignore[assignment]
+        may_train = [path for path in files if may_run_backward(index, path, source.file)]  # a loop's need
+        return any(_has_cuda_loop(other) for other in callers.built(may_train))
 
 
 def _never_stepped(source: SourceModule, record: CallRecord) -> bool:
