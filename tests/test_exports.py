@@ -582,3 +582,17 @@ def test_whether_a_file_mentions_a_word_is_read_from_its_bytes_where_they_are_it
     said = {name: project.mentions(root / f"{name}.py", ("deepspeed",)) for name in "abcde"}
     assert said == {"a": True, "b": False, "c": None, "d": False, "e": None}
     assert project.mentions(root / "elsewhere.py", ("deepspeed",)) is None
+
+
+def test_debug_exports_says_which_scopes_may_run_a_backward_pass_or_name_a_compiler(tmp_path):
+    from click.testing import CliRunner
+
+    from torchlint.cli import main
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n\n\n@torch.compile\ndef step(x):\n    x.backward()\n\n\nstep(1)\n")
+    result = CliRunner().invoke(main, ["debug", "exports", str(script)], catch_exceptions=False)
+    assert result.exit_code == 0
+    assert result.output.endswith(
+        "scopes:\n  <module>: step\n  step (may run a backward pass itself) (names a compiler): x.backward\n"
+    )

@@ -118,10 +118,9 @@ def describe_export(export: Export) -> str:
     lines += [f"  {name}({', '.join(bases)})" for name, *bases in export.bases] or ["  (none)"]
     lines.append("scopes:")
     for scope in export.scopes:
-        events = [("a backward pass", scope.backward), ("a step", scope.steps)]
-        events.append(("a compiler", scope.compiles))
-        runs = [what for what, flag in events if flag]
+        runs = [what for what, flag in (("a backward pass", scope.backward), ("a step", scope.steps)) if flag]
         itself = f" (may run {' and '.join(runs)} itself)" if runs else ""
+        itself += " (names a compiler)" if scope.compiles else ""
         lines.append(f"  {scope.name or '<module>'}{itself}: {', '.join(scope.symbols) or '(no calls)'}")
     if not export.scopes:
         lines.append("  (none)")

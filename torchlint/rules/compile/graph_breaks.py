@@ -34,6 +34,7 @@ from torchlint._lazy import cst
 from torchlint.facts.syntax.calls import argument_for
 from torchlint.facts.syntax.names import BindingKind, ScopeKind
 from torchlint.facts.syntax.walk import child_nodes, subexpressions
+from torchlint.facts.torch.callers import CallerAnalysis
 from torchlint.facts.torch.exports import may_compile
 from torchlint.facts.torch.models import (
     MAX_DEPTH,
@@ -178,31 +179,18 @@ class GraphBreakAnalysis:
     # -- the compile sites and what they compile ---------------------------------------------------------
 
     def _compiling_importers(self) -> list[SourceModule]:
-        """The project modules importing this one (two imports deep) whose text mentions `compile`."""
-        source = self.source
-        project, file = source.project, source.file
-        if project is None or file is None:
+        """The project modules importing this one (two imports deep) that may compile: their text mentions
+        `compile` and their export names a compiler (the others' compile sites are none)."""
+        source, project = self.source, self.source.project
+        if project is None or source.file is None:
             return []
-        found: list[SourceModule] = []
-        seen = {file}
-        frontier = [file]
-        for _ in range(2):
-            following = []
-            for path in frontier:
-                for importer in project.importers_of(path):
-                    if importer in seen:
-                        continue
-                    seen.add(importer)
-                    following.append(importer)
-                    if not project.may_name(importer, ("compile",)):
-                        continue
-                    if not may_compile(project.export_of(importer, file)):
-                        continue  # no compile site: nothing it compiles runs here
-                    other = project.facts_for(importer, file)
-                    if other is not None and other is not source:
-                        found.append(other)
-            frontier = following
-        return found
+        importers = source.analysis(CallerAnalysis)
+        compiling = [
+            path
+            for path in importers.importer_files()
+            if project.may_name(path, ("compile",)) and may_compile(project.export_of(path, source.file))
+        ]
+        return importers.built(compiling)
 
     def _roots(self):
         home = self.source
