@@ -137,3 +137,18 @@ def test_a_subtree_knows_only_its_own_nodes():
     function, assignment = module.body
     order = TextOrder(function)
     assert order.knows(function.body.body[0]) and not order.knows(assignment)
+
+
+def test_a_subtree_read_from_its_module_s_order_answers_as_its_own():
+    """`within`: a function's order taken from its module's ranks (no second walk) knows only the function's
+    nodes and orders them as the function's own order does."""
+    module = cst.parse_module(OUT_OF_FIELD_ORDER)
+    function = next(node for node in module.body if isinstance(node, cst.FunctionDef))
+    own, within = TextOrder(function), TextOrder(module).within(function)
+    inside = list(_every_node(function))
+    assert within.knows(*inside) and not within.knows(module.body[0]) and not within.knows(module.body[-1])
+    for first in inside:
+        for second in inside[::7]:
+            assert (within.span(first) < within.span(second)) == (own.span(first) < own.span(second))
+            assert within.holds(first, second) == own.holds(first, second)
+            assert (within.start(first) < within.start(second)) == (own.start(first) < own.start(second))

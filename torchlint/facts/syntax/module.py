@@ -776,7 +776,9 @@ class SourceModule:
         root = root if root is not None else self.module
         found = self._orders.get(id(root))
         if found is None:
-            found = self._orders[id(root)] = TextOrder(root)
+            whole = self._orders.get(id(self.module))
+            found = whole.within(root) if whole is not None and whole.knows(root) else TextOrder(root)
+            self._orders[id(root)] = found
         return found
 
     def one_line_span(self, node: cst.CSTNode) -> tuple[int, int] | None:

@@ -104,8 +104,26 @@ _PUNCTUATION = frozenset(
 
 def children_in_text_order(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes `node` holds in its fields (whitespace and punctuation skipped), in the order of the text."""
-    fields = _TEXT_FIELDS.get(type(node).__name__) or _fields_of(type(node))
-    return [child for child in nodes_in(node, fields) if type(child).__name__ not in _PUNCTUATION]
+    return [child for child in nodes_in(node, _text_fields(type(node))) if not _is_punctuation(type(child))]
+
+
+_FIELDS_IN_TEXT_ORDER: dict[type, tuple[str, ...]] = {}
+_IS_PUNCTUATION: dict[type, bool] = {}
+
+
+def _text_fields(kind: type) -> tuple[str, ...]:
+    """A node type's child fields in the order of the text, decided once per type (a walk asks per node)."""
+    found = _FIELDS_IN_TEXT_ORDER.get(kind)
+    if found is None:
+        found = _FIELDS_IN_TEXT_ORDER[kind] = _TEXT_FIELDS.get(kind.__name__) or _fields_of(kind)
+    return found
+
+
+def _is_punctuation(kind: type) -> bool:
+    found = _IS_PUNCTUATION.get(kind)
+    if found is None:
+        found = _IS_PUNCTUATION[kind] = kind.__name__ in _PUNCTUATION
+    return found
 
 
 class TextOrder:
@@ -116,20 +134,29 @@ class TextOrder:
         # descendant: kept apart, a module's hundred thousand nodes cost no pair each.
         self._ranks: dict[int, int] = {}
         self._last: list[int] = []
+        ranks, last = self._ranks, self._last  # the loop below runs once per node of a module: locals
         stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
         while stack:
             node, rank = stack.pop()
             if rank >= 0:  # every node below it is ranked
-                self._last[rank] = len(self._last) - 1
+                last[rank] = len(last) - 1
                 continue
-            rank = self._ranks[id(node)] = len(self._last)
-            self._last.append(rank)
+            rank = ranks[id(node)] = len(last)
+            last.append(rank)
             stack.append((node, rank))
-            stack.extend((child, -1) for child in reversed(children_in_text_order(node)))
+            children = children_in_text_order(node)
+            if children:
+                children.reverse()
+                stack += [(child, -1) for child in children]
 
     def knows(self, *nodes: cst.CSTNode) -> bool:
         """Every one of `nodes` is in the subtree."""
         return all(id(node) in self._ranks for node in nodes)
+
+    def within(self, root: cst.CSTNode) -> TextOrder:
+        """The order of the subtree of `root` (a node of this one), read from this one's ranks: ranking a
+        function again costs a walk of it, which its module's order has made."""
+        return _Within(self, root)
 
     def start(self, node: cst.CSTNode) -> float:
         """Where `node`'s text starts, as a rank: equal for nodes whose text starts at one place (a call and
@@ -157,3 +184,17 @@ class TextOrder:
         statement and a name in it, two statements): an earlier start, a later end, containment."""
         first = self._ranks[id(node)]
         return first, self._last[first] + 1
+
+
+class _Within(TextOrder):
+    """A subtree's order that shares its module's ranks: the same answers as its own `TextOrder` (ranks
+    compare as offsets do in both); `knows` only the subtree's nodes."""
+
+    def __init__(self, whole: TextOrder, root: cst.CSTNode) -> None:  # noqa: D107 - no walk of its own
+        self._ranks, self._last = whole._ranks, whole._last
+        self._first = self._ranks[id(root)]
+        self._end = self._last[self._first]
+
+    def knows(self, *nodes: cst.CSTNode) -> bool:
+        ranks, first, end = self._ranks, self._first, self._end
+        return all(first <= ranks.get(id(node), -1) <= end for node in nodes)
