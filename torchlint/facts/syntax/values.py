@@ -70,15 +70,16 @@ _PASSTHROUGH = {"int", "float", "bool", "str"}
 
 def literal_of(expr: cst.BaseExpression) -> tuple[bool, object]:
     """(True, value) for a constant expression (numbers, strings, True/False/None, -1)."""
-    if isinstance(expr, cst.Integer):
-        return True, int(expr.value.replace("_", ""), 0)
-    if isinstance(expr, cst.Float):
-        return True, float(expr.value.replace("_", ""))
-    if isinstance(expr, cst.SimpleString):
-        return True, expr.evaluated_value
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return True, {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+    kind = type(expr)  # exact types: asked of most expressions, and no concrete node class has subclasses
+    if kind is cst.Integer:
+        return True, int(expr.value.replace("_", ""), 0)  # type: ignore[attr-defined]
+    if kind is cst.Float:
+        return True, float(expr.value.replace("_", ""))  # type: ignore[attr-defined]
+    if kind is cst.SimpleString:
+        return True, expr.evaluated_value  # type: ignore[attr-defined]
+    if kind is cst.Name and expr.value in ("True", "False", "None"):  # type: ignore[attr-defined]
+        return True, {"True": True, "False": False, "None": None}[expr.value]  # type: ignore[attr-defined]
+    if kind is cst.UnaryOperation and type(expr.operator) is cst.Minus:  # type: ignore[attr-defined]
         ok, value = literal_of(expr.expression)
         if ok and isinstance(value, (int, float)) and not isinstance(value, bool):
             return True, -value

@@ -20,14 +20,14 @@ def statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(current) is cst.SimpleStatementLine or type(current) is cst.SimpleStatementSuite:
             continue
         inner: list[cst.CSTNode] = []
         for name in ("body", "handlers", "orelse", "finalbody", "cases"):
             part = getattr(current, name, None)
             if isinstance(part, (list, tuple)):
-                inner.extend(p for p in part if isinstance(p, cst.CSTNode))
-            elif isinstance(part, cst.CSTNode):
+                inner.extend(p for p in part if is_node(p))
+            elif is_node(part):
                 inner.append(part)
         stack.extend(reversed(inner))
 

@@ -599,10 +599,10 @@ class ModelAnalysis:
         """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values."""
         if depth > MAX_DEPTH:
             return
-        for node in subexpressions(expr):
-            if isinstance(node, cst.Call):
+        for node in subexpressions(expr):  # exact types below: every subexpression of every optimizer call
+            if type(node) is cst.Call:
                 func = node.func
-                if isinstance(func, cst.Attribute) and func.attr.value in _PARAMETER_METHODS:
+                if type(func) is cst.Attribute and func.attr.value in _PARAMETER_METHODS:
                     yield from self._receiver_roots(func.value, scope, depth)
                 elif groups_parameters(last_name(func)) and node.args and node.args[0].keyword is None:
                     # `add_weight_decay(model, wd)`, `param_groups_lrd(model, ...)`: groups of its parameters
@@ -614,7 +614,7 @@ class ModelAnalysis:
                         yield root, scope
                 elif depth < MAX_DEPTH:
                     yield from self._returned_parameters(node, scope, depth)
-            elif isinstance(node, cst.Name) and depth < MAX_DEPTH:
+            elif type(node) is cst.Name and depth < MAX_DEPTH:
                 for assignment in self.source.assigned_values(node, scope):
                     yield from self._parameter_receivers(assignment.value, assignment.scope, depth + 1)
                 for value, where in self._filled_into(node, scope):
@@ -1199,9 +1199,10 @@ def calls_itself(home: SourceModule, function: FunctionRecord, depth: int = 0) -
 
 def last_name(func: cst.BaseExpression) -> str:
     """The called name: `AdamW` of `torch.optim.AdamW`, `smart_optimizer`; "" for other callees."""
-    if isinstance(func, cst.Name):
-        return func.value
-    return func.attr.value if isinstance(func, cst.Attribute) else ""
+    kind = type(func)  # exact types: asked of every call, and no concrete node class has subclasses
+    if kind is cst.Name:
+        return func.value  # type: ignore[attr-defined]
+    return func.attr.value if kind is cst.Attribute else ""  # type: ignore[attr-defined]
 
 
 # Words of a function that reads, saves or steps an optimizer rather than building one.
