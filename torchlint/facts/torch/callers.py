@@ -15,6 +15,7 @@ from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.vocabulary import Device
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
     from torchlint.facts.syntax.collect import CallRecord, FunctionRecord, LoopRecord
@@ -128,23 +129,23 @@ class CallerAnalysis:
         project = self.source.project
         if 2 in self._importers or project is None:
             return self.importers()  # built already (or nothing to build)
-        return self.built([path for path in self.importer_files() if project.may_name(path, names)])
+        return list(self.built(path for path in self.importer_files() if project.may_name(path, names)))
 
     def importers(self, depth: int = 2) -> list[SourceModule]:
         """The project modules that import this one, and those that import them (a package's
         `__init__.py` re-exports the training function that a script calls)."""
         if depth not in self._importers:
-            self._importers[depth] = self.built(self.importer_files(depth))
+            self._importers[depth] = list(self.built(self.importer_files(depth)))
         return self._importers[depth]
 
-    def importer_files(self, depth: int = 2) -> list[Path]:
+    def importer_files(self, depth: int = 2) -> Iterator[Path]:
         """The files of `importers()`, nearest first, found from the files' imports without building any
-        of them: a question that needs only some of them builds those."""
+        of them, and listed as they are consumed: a question that needs only some of them builds those,
+        and one that stops at the first (the editor's first look stops at a build) reads no further."""
         source = self.source
         project, file = source.project, source.file
         if project is None or file is None:
-            return []
-        found: list[Path] = []
+            return
         seen = {file}
         frontier = [file]
         for _ in range(depth):
@@ -154,14 +155,15 @@ class CallerAnalysis:
                     if importer not in seen:
                         seen.add(importer)
                         following.append(importer)
-            found += following
+                        yield importer
             frontier = following
-        return found
 
-    def built(self, files: list[Path]) -> list[SourceModule]:
-        """The facts of `files` (some of `importer_files()`), those that parse."""
+    def built(self, files: Iterable[Path]) -> Iterator[SourceModule]:
+        """The facts of `files` (some of `importer_files()`) that parse, built one by one as consumed."""
         source = self.source
         if source.project is None:
-            return []
-        built = [source.project.facts_for(path, source.file) for path in files]
-        return [other for other in built if other is not None and other is not source]
+            return
+        for path in files:
+            other = source.project.facts_for(path, source.file)
+            if other is not None and other is not source:
+                yield other

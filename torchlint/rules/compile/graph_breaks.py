@@ -185,12 +185,12 @@ class GraphBreakAnalysis:
         if project is None or source.file is None:
             return []
         importers = source.analysis(CallerAnalysis)
-        compiling = [
+        compiling = (
             path
             for path in importers.importer_files()
             if project.may_name(path, ("compile",)) and may_compile(project.export_of(path, source.file))
-        ]
-        return importers.built(compiling)
+        )
+        return list(importers.built(compiling))
 
     def _roots(self):
         home = self.source

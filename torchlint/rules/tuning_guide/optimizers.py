@@ -118,7 +118,10 @@ class OptimizerAnalysis:
         if project is None or source.file is None:
             return False
         callers = source.analysis(CallerAnalysis)
-        files = callers.importer_files()  # read from their bytes; built only where one may train
+        index: ExportIndex = project  # type: ignore[assignment]
+        may_train = (path for path in callers.importer_files() if may_run_backward(index, path, source.file))
+        if not any(_has_cuda_loop(other) for other in callers.built(may_train)):  # built one by one
+            return False
 
         def mentions_a_replacement(path: Path) -> bool:
             said = project.mentions(path, REPLACED_OR_OLD)
@@ -126,11 +129,8 @@ class OptimizerAnalysis:
                 return any(word in other.text for other in callers.built([path]) for word in REPLACED_OR_OLD)
             return said
 
-        if any(mentions_a_replacement(path) for path in files):
-            return False  # the module that trains hands the optimizer to a framework that replaces it
-        index: ExportIndex = project  # type: ignore[assignment]
-        may_train = [path for path in files if may_run_backward(index, path, source.file)]  # a loop's need
-        return any(_has_cuda_loop(other) for other in callers.built(may_train))
+        # the module that trains hands the optimizer to a framework that replaces it
+        return not any(mentions_a_replacement(path) for path in callers.importer_files())
 
 
 def _never_stepped(source: SourceModule, record: CallRecord) -> bool:
