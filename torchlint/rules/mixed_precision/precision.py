@@ -729,8 +729,8 @@ class PrecisionAnalysis:
 
     def _may_make_scaler(self, func: cst.BaseExpression, scope: Scope) -> bool:
         """Whether the class `func` names may be a project class whose methods make a GradScaler, judged
-        without building other files' facts: every file that may define it must name one (each of SCALERS
-        ends with `GradScaler`, and an import that renames it writes it too)."""
+        without building other files' facts: only where a file that may define it names one (each of
+        SCALERS ends with `GradScaler`, and an import that renames it writes that name too)."""
         source, project = self.source, self.source.project
         homes = source.class_files(func, scope)
         if homes is None or source.real_file in homes:
