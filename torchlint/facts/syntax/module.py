@@ -514,6 +514,15 @@ class SourceModule:
             return set()
         return self.project.homes(self.file, qualname, "class")
 
+    def class_may_be_from(self, func: cst.BaseExpression, scope: Scope, test: Callable[[Path], bool]) -> bool:
+        """Whether the class `resolve_class(func, scope)` may answer can be one of another file passing
+        `test` (a question about the file, answered without building it: its export, its bytes). True
+        where the files are unknown, or where it is a class of this module (read at no cost)."""
+        homes = self.class_files(func, scope)
+        if homes is None or self.real_file in homes:
+            return True
+        return any(test(home) for home in homes)
+
     @cached_property
     def real_file(self) -> Path:
         return self.file.resolve() if self.file is not None else Path(self.path)

@@ -190,7 +190,7 @@ class _Within(TextOrder):
     """A subtree's order that shares its module's ranks: the same answers as its own `TextOrder` (ranks
     compare as offsets do in both); `knows` only the subtree's nodes."""
 
-    def __init__(self, whole: TextOrder, root: cst.CSTNode) -> None:  # noqa: D107 - no walk of its own
+    def __init__(self, whole: TextOrder, root: cst.CSTNode) -> None:  # no walk of its own
         self._ranks, self._last = whole._ranks, whole._last
         self._first = self._ranks[id(root)]
         self._end = self._last[self._first]

@@ -184,7 +184,7 @@ class _Exporter:
         self.handed: dict[str, set[str]] = {}  # scope -> the names its calls are handed (`run(step)`)
         self.local: dict[str, set[str]] = {}  # scope -> the names it assigns or takes as parameters
         self.defs: set[str] = set()  # the name of every def statement
-        self.optimizers: list[tuple[str, str]] = []  # (scope, the name before `.optimize`): dynamo's, maybe
+        self.optimize_receivers: list[tuple[str, str]] = []  # (scope, the name before `.optimize`)
 
     def export(self, tree: ast.Module) -> Export:
         todo = [(tree, _Where("", None, False, True))]
@@ -240,7 +240,7 @@ class _Exporter:
                 elif isinstance(value, ast.AST):
                     todo.append((value, where))
         dynamo = {"_dynamo", *(name for name, dotted in self.export_.bindings if dotted.endswith("._dynamo"))}
-        for scope, receiver in self.optimizers:
+        for scope, receiver in self.optimize_receivers:
             if receiver in dynamo:  # `torch._dynamo.optimize`, as `_dynamo.optimize` or under another name
                 self._scope(scope)[0][2] = True
         scopes = []
@@ -318,7 +318,7 @@ class _Exporter:
         elif isinstance(receiver, ast.Attribute) and receiver.attr == "_dynamo":
             self._scope(scope)[0][2] = True
         elif isinstance(receiver, ast.Name):
-            self.optimizers.append((scope, receiver.id))
+            self.optimize_receivers.append((scope, receiver.id))
 
     def _call(self, node: ast.Call, where: _Where) -> None:
         scope = where.scope

@@ -835,11 +835,13 @@ def _may_build_a_trainer(module: SourceModule, call: CallRecord) -> bool:
     """Whether `call` may construct a project class whose methods train, judged from the exports of the
     files that may define it (a training loop runs a backward pass: `reach.may_run_backward`) without
     building them: most calls with arguments in a training script build datasets, loggers and paths."""
-    homes = module.class_files(call.node.func, call.scope)
-    if homes is None or module.real_file in homes or module.project is None or module.file is None:
-        return True  # unknown; or defined here, read at no cost
-    project: ExportIndex = module.project  # type: ignore[assignment]
-    return any(may_run_backward(project, home, module.file) for home in homes)
+    project: ExportIndex | None = module.project  # type: ignore[assignment]
+    requester = module.file
+    if project is None or requester is None:
+        return True
+    return module.class_may_be_from(
+        call.node.func, call.scope, lambda home: may_run_backward(project, home, requester)
+    )
 
 
 def _registry_names(module: SourceModule) -> set[str] | None:

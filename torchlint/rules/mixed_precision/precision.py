@@ -731,11 +731,10 @@ class PrecisionAnalysis:
         """Whether the class `func` names may be a project class whose methods make a GradScaler, judged
         without building other files' facts: only where a file that may define it names one (each of
         SCALERS ends with `GradScaler`, and an import that renames it writes that name too)."""
-        source, project = self.source, self.source.project
-        homes = source.class_files(func, scope)
-        if homes is None or source.real_file in homes:
-            return True  # unknown; or defined here, read at no cost
-        return project is not None and any(project.may_name(home, ("GradScaler",)) for home in homes)
+        project = self.source.project
+        return self.source.class_may_be_from(
+            func, scope, lambda home: project is not None and project.may_name(home, ("GradScaler",))
+        )
 
     def _makes_scaler(self, calls: list[CallRecord]) -> bool:
         return any((self.source.qualname(c.node.func, c.scope) or "") in SCALERS for c in calls)
