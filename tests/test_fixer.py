@@ -733,6 +733,66 @@ def test_a_keyword_added_to_a_call_follows_the_call_s_own_layout(call, fixed):
     assert result.text == source.replace(call, fixed)
 
 
+def _argument_added_everywhere(text: str, monkeypatch) -> tuple[int, int]:
+    """Each call of `text` gains a keyword argument, edited from the text and by rendering the statement:
+    the same edit, or both EditError. Returns how many calls were compared, and how many of them the text
+    alone answered."""
+    import libcst as cst
+
+    import torchlint.fix.build as build
+    from torchlint.facts.syntax.module import SourceModule
+
+    source = SourceModule("train.py", text, cst.parse_module(text))
+    calls = [node for node in _every_node(source.module) if isinstance(node, cst.Call)]
+    by_text = build._replace_in_text
+    answered = 0
+    for call in calls:
+        answered += (
+            by_text(source, call, build._with_argument(call, "num_workers", cst.Integer("4"))) is not None
+        )
+        new = build._with_argument(call, "num_workers", cst.Integer("4"))
+        edits = []
+        for replace_in_text in (by_text, lambda source, old, new: None):
+            monkeypatch.setattr(build, "_replace_in_text", replace_in_text)
+            try:
+                edits.append(build.replace_node(source, call, new))
+            except build.EditError:
+                edits.append(None)
+        assert edits[0] == edits[1], source.code(call)
+    monkeypatch.setattr(build, "_replace_in_text", by_text)
+    return len(calls), answered
+
+
+def _every_node(module):
+    todo, found = list(module.body), []
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        todo.extend(node.children)
+    return found
+
+
+MULTI_LINE_CALLS = (
+    "import torch\n\n\ndef train(model, data):\n    for epoch in range(3):\n"
+    "        loader = DataLoader(\n            data,\n            # batches\n\n"
+    "            batch_size=8,\n        )\n        if epoch:\n          loader = DataLoader(data,\n"
+    "\t\tshuffle=True)\n    x = f(g(1,\n          2), h(\n        3))\n"
+    "loader = DataLoader(data, batch_size=8,\n                    shuffle=True)\n"
+)
+
+
+def test_a_call_over_several_lines_gains_an_argument_as_the_whole_statement_would(monkeypatch):
+    assert _argument_added_everywhere(MULTI_LINE_CALLS, monkeypatch) == (7, 7)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: p.relative_to(FIXTURES).as_posix()
+)
+def test_every_call_of_the_fixtures_gains_an_argument_as_the_whole_statement_would(path, monkeypatch):
+    compared, _ = _argument_added_everywhere(path.read_text(encoding="utf-8"), monkeypatch)
+    assert compared > 0
+
+
 def test_a_one_line_replacement_is_edited_on_its_line_as_the_whole_statement_would_be(monkeypatch):
     """`replace_node` on a callee inside a long function edits its line of text: the same edit as
     rendering the statement before and after, which it no longer does."""

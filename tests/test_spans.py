@@ -22,6 +22,19 @@ LAYOUTS = {
     "backslash continuation": "x = 1 + \\\n    2\nif x:\n    y = g(\n        x)\n",
     "form feed": "x = 1\n\x0c\ny = f(x)\n",
     "docstring only": '"""Doc."""\n',
+    "multi-line calls in nested blocks": (
+        "def train(model, loader):\n    for x in loader:\n        loss = model(\n            x,\n"
+        "            # a comment in the call\n\n            y=[1,\n   2],\n        )\n"
+        "        if loss:\n          opt.step(loss,\n            lr=f(\n              1))\n"
+    ),
+    "tabs and a backslash inside a block": (
+        "class A:\n\tdef f(self):\n\t\treturn g(1,\n\t\t\t2) + \\\n\t\t\th(3)\n"
+    ),
+    "the same call at two depths": (
+        "def f():\n    if a:\n        x = DataLoader(ds,\n            batch_size=1)\n"
+        "    x = DataLoader(ds,\n        batch_size=1)\n"
+    ),
+    "strings over several lines": 'def f():\n    x = g("""a\n  b""",\n        c)\n',
 }
 
 
@@ -96,5 +109,38 @@ def test_an_expression_written_twice_in_its_statement_is_located_by_rendering_it
     module = cst.parse_module(text)
     spans = Spans(text, module, LineIndex(text))
     calls = [node for node in _nodes(module) if isinstance(node, cst.Call)]
-    assert [spans.one_line_span(call) for call in calls] == [None, None]
+    assert [spans.text_span(call) for call in calls] == [None, None]
     assert sorted(spans.span(call) for call in calls) == [(22, 30), (39, 47)]
+
+
+def test_a_multi_line_call_is_found_by_its_text_at_its_blocks_indentation(monkeypatch):
+    """A `DataLoader(...)` written over several lines inside a long training function: rendered at the
+    indentation of its blocks, its one occurrence is where it is, with no statement rendered for
+    positions."""
+    text = LONG_FUNCTION + (
+        "    if True:\n        loader = DataLoader(\n            data,\n            batch_size=8,\n        )\n"
+    )
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    monkeypatch.setattr(Spans, "_locate", lambda self, index: pytest.fail("rendered the statement"))
+    (call,) = [
+        node
+        for node in _nodes(module)
+        if isinstance(node, cst.Call) and module.code_for_node(node.func) == "DataLoader"
+    ]
+    start = text.index("DataLoader(")
+    assert spans.span(call) == (start, text.index(")\n", start) + 1)
+    assert spans.indentation(call) == "        "
+
+
+def test_the_same_call_written_at_two_depths_is_told_apart_by_its_indentation():
+    text = LAYOUTS["the same call at two depths"]
+    module = cst.parse_module(text)
+    spans = Spans(text, module, LineIndex(text))
+    calls = [node for node in _nodes(module) if isinstance(node, cst.Call)]
+    inner = text.index("DataLoader")
+    outer = text.index("DataLoader", inner + 1)
+    assert sorted(spans.text_span(call) for call in calls) == [
+        (inner, text.index("=1)", inner) + 3),
+        (outer, text.index("=1)", outer) + 3),
+    ]

@@ -356,9 +356,9 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
     quotes = _fstring_quotes_around(statement, old)
     if quotes:
         new = _requoted(new, quotes)
-    in_line = _replace_in_line(source, old, new)
-    if in_line is not None:
-        return in_line
+    in_text = _replace_in_text(source, old, new)
+    if in_text is not None:
+        return in_text
     start = source.statement_start(statement)
     before = _body_code(source, statement)
     after = _body_code(source, statement.deep_replace(old, new))
@@ -375,16 +375,19 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
     return minimal_edit(start, before, after)
 
 
-def _replace_in_line(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit | None:
-    """The edit of a one-line expression replaced by one-line code, made on its line of text: the same
-    edit as rendering the whole statement before and after (the rest of it renders as it is written, and
-    the trimmed edit cannot reach past a line break that neither side has), without rendering a training
-    function of hundreds of lines twice."""
-    span = source.one_line_span(old)
+def _replace_in_text(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit | None:
+    """The edit of an expression replaced by another, made on the lines of text it is written on: the same
+    edit as rendering the whole statement before and after (the rest of it renders as it is written, the
+    new expression is written at the indentation of the blocks around the old one, and the trimmed edit
+    cannot reach past a line break that neither side has), without rendering a training function of
+    hundreds of lines twice. None where the text cannot tell where `old` is."""
+    if not isinstance(new, cst.BaseExpression):
+        return None
+    span = source.written(old)
     if span is None:
         return None
-    code = source.code(new)
-    if "\n" in code or "\r" in code:
+    code = source.code_at(new, old)
+    if code is None:
         return None
     start, end = span
     text = source.text

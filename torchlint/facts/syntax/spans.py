@@ -10,10 +10,11 @@ editor. Positions are only asked for a few nodes (the findings, the statements t
 - where that statement's own text starts: from CPython's parser (`ast`), which gives each module-level
   statement its first line (of its first decorator), and a module-level statement starts its line. ast's
   statements are paired with LibCST's (several on one line, `a = 1; b = 2`, are one LibCST line);
-- the node's position inside the statement: for a one-line expression (a finding's callee), the one place
-  in the statement's text where the node's own rendering occurs; otherwise, or when it occurs more than
-  once, PositionProvider over a module holding that statement alone (a few ms, but as much as the whole
-  module for a long training function), shifted to where the statement is in the text.
+- the node's position inside the statement: for an expression (a finding's callee or call), the one place
+  in the statement's text where the node's own rendering occurs, a multi-line one rendered at the
+  indentation of the blocks around it; otherwise, or when it occurs more than once, PositionProvider over
+  a module holding that statement alone (a few ms, but as much as the whole module for a long training
+  function), shifted to where the statement is in the text.
 
 Each step checks itself: a statement whose text is not where ast says (a pairing that does not hold), or a
 node outside the index, is answered by the whole-module PositionProvider, as before. The answers are the
@@ -36,10 +37,11 @@ class Spans:
         self.module = module
         self.lines = lines
         self._statements: dict[int, tuple[int, LineIndex, object] | None] = {}
+        self._indentations: dict[int, str] = {}
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a node's own text (no surrounding whitespace) in the text."""
-        found = self.one_line_span(node)
+        found = self.text_span(node)
         if found is not None:
             return found
         index = self.statement_index(node)
@@ -53,20 +55,35 @@ class Spans:
             base + lines.offset(code_range.end.line, code_range.end.column),
         )
 
-    def one_line_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
-        """A one-line expression without parentheses of its own is written in the text exactly as LibCST
-        renders it alone (its code does not depend on the indentation around it), so when that rendering
-        occurs once in its top-level statement's text, that is where the node is. A finding sits on a
-        callee (`torch.cuda.amp.autocast`): this costs a string search, where rendering the statement with
-        positions costs as much as the whole module when the statement is a long training function."""
-        if not isinstance(node, cst.BaseExpression) or getattr(node, "lpar", ()):
+    def text_span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """`span` of an expression without parentheses of its own, found by its text (`written`): the
+        positions of the same characters, on one line or several. A finding sits on a callee
+        (`torch.cuda.amp.autocast`) or a call (`DataLoader(...)` over a few lines): this costs a string
+        search, where rendering the statement with positions costs as much as the whole module when the
+        statement is a long training function."""
+        if getattr(node, "lpar", ()):
+            return None
+        return self.written(node)
+
+    def written(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """Where an expression's code (its parentheses included) is in the text, when its rendering occurs
+        once in its top-level statement's text (None: that cannot tell where it is). LibCST writes an
+        expression's tokens and the whitespace between them as they were, but an indented continuation
+        line (`indent` of a ParenthesizedWhitespace or an EmptyLine) from the indentation of the blocks
+        around it, which a rendering of the node alone lacks: a multi-line one is rendered at that
+        indentation (`indentation`). The node's own text is one place its rendering occurs, so the only one
+        is where it is."""
+        if not isinstance(node, cst.BaseExpression):
             return None
         index = self.statement_index(node)
         starts = self._starts
         if index is None or starts is None:
             return None
-        code = self.module.code_for_node(node)
-        if not code or "\n" in code or "\r" in code:
+        code: str | None = self.module.code_for_node(node)
+        if code and ("\n" in code or "\r" in code):
+            indent = self.indentation(node)
+            code = rendered_at(self.module, node, indent) if indent is not None else None
+        if not code:
             return None
         low = starts[index]
         high = starts[index + 1] if index + 1 < len(starts) else len(self.text)
@@ -74,6 +91,27 @@ class Spans:
         if first < 0 or self.text.find(code, first + 1, high) >= 0:
             return None
         return first, first + len(code)
+
+    def indentation(self, node: cst.CSTNode) -> str | None:
+        """The indentation of the blocks around `node`: what LibCST writes before each indented line of it
+        (None: not a node of this module's statements). One descent of its top-level statement."""
+        index = self.statement_index(node)
+        if index is None:
+            return None
+        found = self._indentations.get(id(node))
+        if found is not None:
+            return found
+        default = self.module.default_indent
+        todo: list[tuple[cst.CSTNode, str]] = [(self.module.body[index], "")]
+        while todo:
+            current, indent = todo.pop()
+            if current is node:
+                self._indentations[id(node)] = indent
+                return indent
+            if type(current) is cst.IndentedBlock:
+                indent += default if current.indent is None else current.indent
+            todo.extend((child, indent) for child in child_nodes(current))
+        return None
 
     def statement_index(self, node: cst.CSTNode) -> int | None:
         """The index in `module.body` of the top-level statement holding `node` (None: not a node of it)."""
@@ -155,3 +193,16 @@ class Spans:
             self.lines.offset(code_range.start.line, code_range.start.column),
             self.lines.offset(code_range.end.line, code_range.end.column),
         )
+
+
+def rendered_at(module: cst.Module, node: cst.BaseExpression, indent: str) -> str | None:
+    """`node`'s code as LibCST writes it inside blocks indented by `indent` (see `Spans.written`), through
+    the public rendering of a block holding it alone (None: that rendering has not the expected shape)."""
+    if not indent:
+        return module.code_for_node(node)
+    line = cst.SimpleStatementLine(body=[cst.Expr(value=node)])
+    code = module.code_for_node(cst.IndentedBlock(body=[line], indent=indent))
+    head, tail = module.default_newline + indent, module.default_newline
+    if not (code.startswith(head) and code.endswith(tail)) or len(code) < len(head) + len(tail):
+        return None
+    return code[len(head) : len(code) - len(tail)]
