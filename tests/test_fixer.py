@@ -733,34 +733,61 @@ def test_a_keyword_added_to_a_call_follows_the_call_s_own_layout(call, fixed):
     assert result.text == source.replace(call, fixed)
 
 
-def _argument_added_everywhere(text: str, monkeypatch) -> tuple[int, int]:
-    """Each call of `text` gains a keyword argument, edited from the text and by rendering the statement:
-    the same edit, or both EditError. Returns how many calls were compared, and how many of them the text
-    alone answered."""
+def _same_edits(text: str, replacements, monkeypatch) -> tuple[int, int]:
+    """Each (old, new) of `replacements(module)` edited as the text tells (`_replace_in_text`,
+    `_replace_in_statement`) and by rendering the top-level statement: the same edit, or both EditError.
+    Returns how many were compared, and how many the text answered without the top-level statement."""
     import libcst as cst
 
     import torchlint.fix.build as build
     from torchlint.facts.syntax.module import SourceModule
 
     source = SourceModule("train.py", text, cst.parse_module(text))
-    calls = [node for node in _every_node(source.module) if isinstance(node, cst.Call)]
-    by_text = build._replace_in_text
+    pairs = replacements(source.module)
+    quick = (build._replace_in_text, build._replace_in_statement)
     answered = 0
-    for call in calls:
-        answered += (
-            by_text(source, call, build._with_argument(call, "num_workers", cst.Integer("4"))) is not None
-        )
-        new = build._with_argument(call, "num_workers", cst.Integer("4"))
+    for old, new in pairs:
+        answered += any(way(source, old, new) is not None for way in quick)
         edits = []
-        for replace_in_text in (by_text, lambda source, old, new: None):
-            monkeypatch.setattr(build, "_replace_in_text", replace_in_text)
+        for ways in (quick, (lambda *_: None,) * 2):
+            monkeypatch.setattr(build, "_replace_in_text", ways[0])
+            monkeypatch.setattr(build, "_replace_in_statement", ways[1])
             try:
-                edits.append(build.replace_node(source, call, new))
+                edits.append(build.replace_node(source, old, new))
             except build.EditError:
                 edits.append(None)
-        assert edits[0] == edits[1], source.code(call)
-    monkeypatch.setattr(build, "_replace_in_text", by_text)
-    return len(calls), answered
+        assert edits[0] == edits[1], source.code(old)
+    monkeypatch.setattr(build, "_replace_in_text", quick[0])
+    monkeypatch.setattr(build, "_replace_in_statement", quick[1])
+    return len(pairs), answered
+
+
+def _argument_added_everywhere(text: str, monkeypatch) -> tuple[int, int]:
+    """Each call of `text` gains a keyword argument (see `_same_edits`)."""
+    import libcst as cst
+
+    import torchlint.fix.build as build
+
+    def added(module):
+        calls = [node for node in _every_node(module) if isinstance(node, cst.Call)]
+        return [(call, build._with_argument(call, "num_workers", cst.Integer("4"))) for call in calls]
+
+    return _same_edits(text, added, monkeypatch)
+
+
+def _blocks_and_statements_replaced(text: str, monkeypatch) -> tuple[int, int]:
+    """Each indented block gains a statement, and each statement in one is replaced (see `_same_edits`)."""
+    import libcst as cst
+
+    def replaced(module):
+        pairs = []
+        for node in _every_node(module):
+            if isinstance(node, cst.IndentedBlock):
+                pairs.append((node, node.with_changes(body=[*node.body, cst.parse_statement("pass")])))
+                pairs.extend((line, cst.parse_statement("x = 1  # new\n")) for line in node.body)
+        return pairs
+
+    return _same_edits(text, replaced, monkeypatch)
 
 
 def _every_node(module):
@@ -785,12 +812,25 @@ def test_a_call_over_several_lines_gains_an_argument_as_the_whole_statement_woul
     assert _argument_added_everywhere(MULTI_LINE_CALLS, monkeypatch) == (7, 7)
 
 
+def test_a_nested_block_or_statement_is_replaced_as_the_whole_statement_would(monkeypatch):
+    assert _blocks_and_statements_replaced(MULTI_LINE_CALLS, monkeypatch) == (8, 5)
+
+
 @pytest.mark.parametrize(
     "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: p.relative_to(FIXTURES).as_posix()
 )
 def test_every_call_of_the_fixtures_gains_an_argument_as_the_whole_statement_would(path, monkeypatch):
     compared, _ = _argument_added_everywhere(path.read_text(encoding="utf-8"), monkeypatch)
     assert compared > 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: p.relative_to(FIXTURES).as_posix()
+)
+def test_every_block_and_statement_of_the_fixtures_is_replaced_as_the_whole_statement_would(
+    path, monkeypatch
+):
+    _blocks_and_statements_replaced(path.read_text(encoding="utf-8"), monkeypatch)
 
 
 def test_a_one_line_replacement_is_edited_on_its_line_as_the_whole_statement_would_be(monkeypatch):

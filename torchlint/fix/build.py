@@ -359,6 +359,9 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
     in_text = _replace_in_text(source, old, new)
     if in_text is not None:
         return in_text
+    in_statement = _replace_in_statement(source, old, new)
+    if in_statement is not None:
+        return in_statement
     start = source.statement_start(statement)
     before = _body_code(source, statement)
     after = _body_code(source, statement.deep_replace(old, new))
@@ -397,7 +400,35 @@ def _replace_in_text(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -
     if code == text[start:end]:
         return None  # nothing changes: where the empty edit sits is the statement's business
     before = text[line_start:line_end]
-    return minimal_edit(line_start, before, text[line_start:start] + code + text[end:line_end])
+    return _edit_within(line_start, before, text[line_start:start] + code + text[end:line_end])
+
+
+def _replace_in_statement(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit | None:
+    """The edit made by rendering the innermost nested statement around `old` before and after (a loop's
+    body wrapped in `with autocast`), where the text tells where that statement is: the same edit as
+    rendering the top-level statement (the rest of it renders as it is written)."""
+    nested = source.nested_statement(old)
+    if nested is None:
+        return None
+    statement, where, before, indent = nested
+    replaced = statement.deep_replace(old, new)
+    if not isinstance(replaced, cst.BaseStatement):
+        return None
+    after = source.statement_code(replaced, indent)
+    if after is None:
+        return None
+    return _edit_within(where, before, after)
+
+
+def _edit_within(start: int, before: str, after: str) -> Edit | None:
+    """`minimal_edit` of a part of a statement's text (whole lines of it) where that is the edit of the whole
+    statement: unless the part's text is where the new text begins (code added at the end of a block),
+    where the whole statement's common beginning may run on past the part (None: ask the whole statement).
+    The common end stops inside the part then, as the whole statement's does."""
+    edit = minimal_edit(start, before, after)
+    if edit.start - start == min(len(before), len(after)):
+        return None
+    return edit
 
 
 def _fstring_quotes_around(statement: cst.CSTNode, node: cst.CSTNode) -> set[str]:

@@ -36,7 +36,7 @@ from torchlint.facts.syntax.collect import (
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.syntax.order import TextOrder
 from torchlint.facts.syntax.rebinding import NameChanges
-from torchlint.facts.syntax.spans import Spans, rendered_at
+from torchlint.facts.syntax.spans import Spans, rendered_at, statement_at
 from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
 
@@ -794,6 +794,15 @@ class SourceModule:
         """Where an expression's code, parentheses included, is in the text, found by the text alone
         (None: that cannot tell where it is); see `Spans.written`."""
         return self._spans.written(node)
+
+    def nested_statement(self, node: cst.CSTNode) -> tuple[cst.BaseStatement, int, str, str] | None:
+        """The innermost statement below the top-level one that is or holds `node`, found by its text: (it,
+        where its text starts, that text, its indentation); see `Spans.nested_statement`."""
+        return self._spans.nested_statement(node)
+
+    def statement_code(self, statement: cst.BaseStatement, indent: str) -> str | None:
+        """A statement's code, comment lines above it included, as written in blocks indented by `indent`."""
+        return statement_at(self.module, statement, indent)
 
     def code_at(self, node: cst.BaseExpression, where: cst.CSTNode) -> str | None:
         """`node`'s code as written in place of `where` (a multi-line one indented as the blocks around

@@ -37,7 +37,11 @@ class Spans:
         self.module = module
         self.lines = lines
         self._statements: dict[int, tuple[int, LineIndex, object] | None] = {}
-        self._indentations: dict[int, str] = {}
+        self._ancestries: dict[int, list[tuple[cst.CSTNode, str]]] = {}
+        self._nested: dict[
+            int, tuple[int, str] | None
+        ] = {}  # id of a nested statement -> `_statement_written`
+        self._nested_positions: dict[int, tuple[int, LineIndex, object]] = {}
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a node's own text (no surrounding whitespace) in the text."""
@@ -45,7 +49,9 @@ class Spans:
         if found is not None:
             return found
         index = self.statement_index(node)
-        located = self._located(index) if index is not None else None
+        located = self._located_nested(node) if index is not None else None
+        if located is None and index is not None:
+            located = self._located(index)
         if located is None:
             return self._whole_module_span(node)
         base, lines, positions = located
@@ -94,24 +100,70 @@ class Spans:
 
     def indentation(self, node: cst.CSTNode) -> str | None:
         """The indentation of the blocks around `node`: what LibCST writes before each indented line of it
-        (None: not a node of this module's statements). One descent of its top-level statement."""
+        (None: not a node of this module's statements)."""
+        path = self._ancestry(node)
+        return path[-1][1] if path is not None else None
+
+    def _ancestry(self, node: cst.CSTNode) -> list[tuple[cst.CSTNode, str]] | None:
+        """The nodes from `node`'s top-level statement down to `node`, each with the indentation of the
+        blocks around it: one descent of that statement."""
         index = self.statement_index(node)
         if index is None:
             return None
-        found = self._indentations.get(id(node))
+        found = self._ancestries.get(id(node))
         if found is not None:
             return found
         default = self.module.default_indent
-        todo: list[tuple[cst.CSTNode, str]] = [(self.module.body[index], "")]
+        Entry = tuple  # (node, indentation, the entry of its parent or None)
+        todo: list[Entry] = [(self.module.body[index], "", None)]
         while todo:
-            current, indent = todo.pop()
+            entry = todo.pop()
+            current, indent, _ = entry
             if current is node:
-                self._indentations[id(node)] = indent
-                return indent
+                path = []
+                while entry is not None:
+                    path.append((entry[0], entry[1]))
+                    entry = entry[2]
+                self._ancestries[id(node)] = found = path[::-1]
+                return found
             if type(current) is cst.IndentedBlock:
                 indent += default if current.indent is None else current.indent
-            todo.extend((child, indent) for child in child_nodes(current))
+            todo.extend((child, indent, entry) for child in child_nodes(current))
         return None
+
+    def nested_statement(self, node: cst.CSTNode) -> tuple[cst.BaseStatement, int, str, str] | None:
+        """The innermost statement below the top-level one that is or holds `node` and whose text is found
+        by its rendering alone: (the statement, where its text starts (its comment lines above it
+        included), its rendering, its indentation). A training step's `with` or `for` is found this way,
+        so a fix or a position inside it renders that statement, not the whole function around it. None
+        where no such statement is found (the node's top-level statement is then rendered)."""
+        path = self._ancestry(node)
+        if path is None:
+            return None
+        for current, indent in reversed(path[1:]):
+            if isinstance(current, cst.BaseStatement) and indent:
+                found = self._statement_written(current, indent)
+                if found is not None:
+                    return current, found[0], found[1], indent
+        return None
+
+    def _statement_written(self, statement: cst.BaseStatement, indent: str) -> tuple[int, str] | None:
+        """(where, the rendering) of a nested statement, when its rendering at its indentation occurs once in
+        its top-level statement's text."""
+        if id(statement) in self._nested:
+            return self._nested[id(statement)]
+        found = None
+        index = self.statement_index(statement)
+        starts = self._starts
+        code = statement_at(self.module, statement, indent)
+        if index is not None and starts is not None and code:
+            low = starts[index]
+            high = starts[index + 1] if index + 1 < len(starts) else len(self.text)
+            first = self.text.find(code, low, high)
+            if first >= 0 and self.text.find(code, first + 1, high) < 0:
+                found = (first, code)
+        self._nested[id(statement)] = found
+        return found
 
     def statement_index(self, node: cst.CSTNode) -> int | None:
         """The index in `module.body` of the top-level statement holding `node` (None: not a node of it)."""
@@ -148,6 +200,36 @@ class Spans:
         if len(first_lines) != len(self.module.body):
             return None
         return [self.lines.offset(line, 0) for line in first_lines]
+
+    def _located_nested(self, node: cst.CSTNode) -> tuple[int, LineIndex, object] | None:
+        """`_located` for the innermost nested statement around `node` found by its text
+        (`nested_statement`): its positions, from a module holding it alone in a block indented as it is."""
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        nested = self.nested_statement(node)
+        if nested is None:
+            return None
+        statement, where, code, indent = nested
+        found = self._nested_positions.get(id(statement))
+        if found is None:
+            newline = self.module.default_newline
+            block = cst.IndentedBlock(body=[statement], indent=indent)
+            alone = cst.Module(
+                body=[cst.If(test=cst.Name("_"), body=block)],
+                default_indent=self.module.default_indent,
+                default_newline=newline,
+            )
+            head = f"if _:{newline}"
+            rendered = alone.code
+            if rendered != head + code:
+                return None
+            positions = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._nested_positions[id(statement)] = found = (
+                where - len(head),
+                LineIndex(rendered),
+                positions,
+            )
+        return found
 
     def _located(self, index: int) -> tuple[int, LineIndex, object] | None:
         """(offset of the statement's rendering in the text, a LineIndex of that rendering, its positions)."""
@@ -206,3 +288,11 @@ def rendered_at(module: cst.Module, node: cst.BaseExpression, indent: str) -> st
     if not (code.startswith(head) and code.endswith(tail)) or len(code) < len(head) + len(tail):
         return None
     return code[len(head) : len(code) - len(tail)]
+
+
+def statement_at(module: cst.Module, statement: cst.BaseStatement, indent: str) -> str | None:
+    """A nested statement's code as LibCST writes it in blocks indented by `indent`, the comment lines above
+    it included (None: the rendering has not the expected shape)."""
+    code = module.code_for_node(cst.IndentedBlock(body=[statement], indent=indent))
+    newline = module.default_newline
+    return code[len(newline) :] if code.startswith(newline) and len(code) > len(newline) else None
