@@ -401,3 +401,83 @@ def test_a_file_with_a_coding_declaration_is_always_built_for_a_name(tmp_path, p
     assert project.facts_binding(tmp_path / "plain.py", "Net", "class", requester) is None
     assert project.facts_binding(tmp_path / "declared.py", "Net", "class", requester) is not None
     assert parsed == ["declared.py"]
+
+
+def test_a_checked_file_no_question_asked_for_is_let_go_and_built_again_from_the_checked_text(
+    tmp_path, parsed
+):
+    """A whole-tree run lets go of the facts of a checked file nothing asked for; a later question about it
+    gets facts of the text that was checked (here an unsaved buffer, not the file on disk), as displayed
+    then, and answers as before."""
+    import gc
+
+    import libcst as cst
+
+    from torchlint.facts import SourceModule
+
+    files = {"data.py": FACTORY, "train.py": TRAIN}
+    project = project_facts(tmp_path, files, "train.py").source.project
+    data = tmp_path / "data.py"
+    buffer = textwrap.dedent(FACTORY).replace("batch_size=32", "batch_size=64")
+    project.register(data, SourceModule("pkg/data.py", buffer, cst.parse_module(buffer), project, data))
+    assert project.release(data)
+    gc.collect()
+    again = project.facts_for(data, tmp_path / "train.py")
+    assert again is not None and (again.path, again.text) == ("pkg/data.py", buffer)
+    assert parsed == []  # built from the checked text, not read from disk
+    assert project.may_name(data, {"batch_size=64"}) and project.mentions(data, ["batch_size=64"])
+    assert not project.release(data)  # asked for now: kept for the questions to come
+
+
+def test_facts_let_go_that_something_still_holds_are_the_ones_handed_back(tmp_path):
+    files = {"data.py": FACTORY, "train.py": TRAIN}
+    facts = project_facts(tmp_path, files, "data.py")
+    project, data = facts.source.project, tmp_path / "data.py"
+    assert project.release(data)
+    assert project.facts_for(data) is facts.source
+
+
+def test_a_file_a_question_asked_for_is_not_let_go(tmp_path):
+    files = {"data.py": FACTORY, "train.py": TRAIN}
+    facts = project_facts(tmp_path, files, "data.py")
+    project = facts.source.project
+    project.facts_for(tmp_path / "train.py", tmp_path / "data.py")
+    project.register(tmp_path / "train.py", project.facts_for(tmp_path / "train.py"))
+    assert not project.release(tmp_path / "train.py")
+    assert project.release(tmp_path / "data.py")
+
+
+def test_a_whole_tree_run_lets_go_of_facts_and_finds_what_it_found_keeping_them(tmp_path, monkeypatch):
+    """A run of at least `TREE` files lets each checked file's facts go unless a question asked for them:
+    the findings are those of a run that keeps every file's facts."""
+    from torchlint.api import TREE, RunOptions, run
+    from torchlint.index.project import Project
+    from torchlint.linter import Linter
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "data.py").write_text(textwrap.dedent(FACTORY))
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(TRAIN).replace("    for epoch", "    model.cuda()\n    for epoch")
+    )
+    for number in range(TREE):  # scripts no other file imports
+        script = textwrap.dedent(TRAIN).replace("from data import build_loader", textwrap.dedent(FACTORY))
+        (tmp_path / f"script{number}.py").write_text(script)
+    monkeypatch.chdir(tmp_path)
+    let_go: list[str] = []
+    release = Project.release
+
+    def recording(self, path):
+        answer = release(self, path)
+        if answer:
+            let_go.append(path.name)
+        return answer
+
+    monkeypatch.setattr(Project, "release", recording)
+    freed = run(RunOptions([tmp_path], cache=False, jobs=1))
+    assert {f"script{number}.py" for number in range(TREE)} <= set(let_go)
+    monkeypatch.setattr(Linter, "let_go", lambda self, lets_go: None)
+    let_go.clear()
+    kept = run(RunOptions([tmp_path], cache=False, jobs=1))
+    assert let_go == []
+    assert [d.to_plain() for d in freed.diagnostics] == [d.to_plain() for d in kept.diagnostics]
+    assert any(d.code == "TL301" for d in kept.diagnostics)

@@ -145,9 +145,11 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     forced = os.environ.get("TORCHLINT_ASK_EXPORTS", "")  # "1" or "0": the benchmarks' and checks' switch
     asks_exports = forced == "1" if forced in ("0", "1") else len(pending) < TREE
     linter.ask_exports(asks_exports)
+    lets_go = len(pending) >= TREE  # a whole tree: each file's facts are let go after its check
+    linter.let_go(lets_go)
     jobs = options.jobs or choose_jobs(sum(worker.work.values()), available_cpus(), _load())
     if jobs > 1 and len(pending) > 1:
-        checked = _in_parallel([targets[index] for index in pending], options, jobs, asks_exports)
+        checked = _in_parallel([targets[index] for index in pending], options, jobs, asks_exports, lets_go)
         outcome.processes = jobs
     else:
         checked = [worker.check(targets[index]) for index in pending]
@@ -193,7 +195,9 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _in_parallel(targets: list[Target], options: RunOptions, jobs: int, asks_exports: bool) -> list[Outcome]:
+def _in_parallel(
+    targets: list[Target], options: RunOptions, jobs: int, asks_exports: bool, lets_go: bool
+) -> list[Outcome]:
     """The targets checked by `jobs` worker processes, in order.
 
     Stopping is the parent's: workers ignore SIGINT (Ctrl-C reaches the whole process group), and when the
@@ -212,7 +216,7 @@ def _in_parallel(targets: list[Target], options: RunOptions, jobs: int, asks_exp
         max_workers=jobs,
         mp_context=context,
         initializer=_start_worker,
-        initargs=(options, stop, os.getpid(), asks_exports),
+        initargs=(options, stop, os.getpid(), asks_exports, lets_go),
     )
     try:
         return list(pool.map(_check_in_worker, targets, chunksize=chunk))
@@ -229,7 +233,7 @@ _process_stop = None  # the parent's stop event, in a worker process
 _process_parent = 0  # the pid of the parent that started this worker
 
 
-def _start_worker(options: RunOptions, stop, parent: int, asks_exports: bool) -> None:
+def _start_worker(options: RunOptions, stop, parent: int, asks_exports: bool, lets_go: bool) -> None:
     """A worker process's own FileSystem (recording when the parent records) and linter."""
     import signal
 
@@ -243,6 +247,7 @@ def _start_worker(options: RunOptions, stop, parent: int, asks_exports: bool) ->
     fs = RecordingFileSystem() if replays.replayable(options) else FileSystem()
     linter = Linter(prefilter=options.prefilter, fs=fs)
     linter.ask_exports(asks_exports)
+    linter.let_go(lets_go)
     _process_worker = _Worker(linter, options, fs)
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from torchlint.index.project import ImportSummaries, Project
 
 MAX_FIX_PASSES = 10
+COLLECT_EVERY = 2_000_000  # bytes of checked text let go between two collections (`Linter.let_go`)
 
 
 class InternalError(Exception):
@@ -64,6 +65,8 @@ class Linter:
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.asks_exports = True  # see `ask_exports`
+        self.lets_go = False  # see `let_go`
+        self._let_go_bytes = 0  # the text of the files let go since the last collection
         self.from_cache = 0
         self.rule_classes = registered_rules() if rule_classes is None else dict(sorted(rule_classes.items()))
         self._instances: dict[int, tuple[Settings, list[Rule]]] = {}
@@ -96,6 +99,25 @@ class Linter:
         self.asks_exports = asks
         for project in self._projects.values():
             project.asks_exports = asks
+
+    def let_go(self, lets_go: bool) -> None:
+        """Whether each checked file's facts are let go after its check unless another file's question
+        asked for them (`Project.release`): a run over a whole tree, which would otherwise keep every file's
+        syntax tree to its end. Where the cyclic collector is off (the command line's checks), the facts let
+        go are freed by a collection of the youngest generation every `COLLECT_EVERY` bytes of their text:
+        the collector is off because everything else lives to the end, and with it off every object stays
+        young until such a collection, which then walks only what was made since the last one."""
+        self.lets_go = lets_go
+
+    def _release(self, path: str, text: str) -> None:
+        file = Path(path)
+        project = self._projects.get(self.index_root_of(file.resolve().parent))
+        if project is None or not project.release(file):
+            return
+        self._let_go_bytes += len(text)
+        if self._let_go_bytes >= COLLECT_EVERY and not gc.isenabled():
+            self._let_go_bytes = 0
+            gc.collect(0)
 
     def root_of(self, folder: Path) -> Path:
         return project_root(folder, self.fs, self._roots)
@@ -131,7 +153,10 @@ class Linter:
         at `path`; True for a buffer or stdin text whose file need not exist yet, False for a text on its own.
         """
         with _room_to_recurse(), _without_cyclic_gc():
-            return self._check_text(path, text, settings, in_project, None)
+            found = self._check_text(path, text, settings, in_project, None)
+        if self.lets_go and in_project is not False:
+            self._release(path, text)
+        return found
 
     def check_own_file(
         self,

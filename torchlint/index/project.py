@@ -18,6 +18,7 @@ files whose code matters, not every file that imports it or that it calls into.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from pathlib import Path
@@ -76,6 +77,10 @@ class Project:
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
         self._checked: set[Path] = set()  # files whose facts are the checked text's (`register`)
+        self._asked: set[Path] = set()  # files whose facts a question asked for (`facts_for`)
+        # A checked file's facts no question asked for, let go after its check (`release`): where they
+        # were checked, their text, and the facts while anything still holds them.
+        self._released: dict[Path, tuple[str, str, Path | None, weakref.ref]] = {}
         self._importers: dict[Path, list[Path]] = {}  # file -> the files whose imports resolve to it
         self._bytes: dict[Path, bytes] | None = None  # every project file's bytes, once asked
         self._scanned: dict[Path, Export | None] = {}  # file -> its export's statements (None: not Python)
@@ -224,6 +229,7 @@ class Project:
         """The checked file's facts, so that other files' questions about it see the text being checked."""
         path = self._real(path)
         self._facts[path] = facts
+        self._released.pop(path, None)
         self._checked.add(path)
         if path in self._exports and self._exports.pop(path) != self.export_of(path):
             # what was read from its bytes on disk is not what is checked (an editor's buffer, stdin)
@@ -250,10 +256,49 @@ class Project:
         path = self._real(path)
         if requester is not None:
             self._consults(requester, path)
+        self._asked.add(path)
         if path not in self._facts:
             self._facts[path] = None  # while building: a cycle of imports sees "unknown"
-            self._facts[path] = self._build(path)
+            released = self._released.pop(path, None)
+            self._facts[path] = self._build(path) if released is None else self._revived(path, *released)
         return self._facts[path]
+
+    def release(self, path: Path) -> bool:
+        """Let a checked file's facts go when no question has asked for them (True: let go). A run over a
+        whole tree would otherwise keep every file's syntax tree to its end, where many files are asked
+        about by none (half of timm's files). Should a later question ask, it gets the same facts while
+        anything still holds them, else facts built again from the text that was checked: the same answers
+        either way."""
+        path = self._real(path)
+        facts = self._facts.get(path)
+        if facts is None or path in self._asked or path not in self._checked:
+            return False
+        del self._facts[path]
+        self._released[path] = (facts.path, facts.text, facts.file, weakref.ref(facts))
+        return True
+
+    def _revived(
+        self, path: Path, display: str, text: str, file: Path | None, held: weakref.ref
+    ) -> SourceModule | None:
+        from torchlint.facts.syntax.module import SourceModule
+
+        found = held()
+        if found is not None:
+            return found
+        module = (self.parse or cst.parse_module)(text)
+        if id(module) in self._parsed:
+            module = cst.parse_module(text)
+        self._parsed.add(id(module))
+        return SourceModule(display, text, module, project=self, file=file)
+
+    def _checked_text(self, path: Path, checked_only: bool = True) -> str | None:
+        """The text of `path`'s facts (with `checked_only`, only a checked text: an editor's buffer, not
+        the file on disk), let go or not; None where there are none."""
+        registered = self._facts.get(path) if path in self._checked or not checked_only else None
+        if registered is not None:
+            return registered.text
+        released = self._released.get(path)
+        return released[1] if released is not None else None
 
     def facts_binding(
         self, path: Path, name: str, kind: Literal["class", "function"], requester: Path
@@ -266,7 +311,8 @@ class Project:
         not the module's facts and the questions they raise. It still depends on `path`'s content
         (recorded)."""
         resolved = self._real(path)
-        if resolved not in self._facts and name.isascii():  # `ast` normalises other names (NFKC)
+        known = resolved in self._facts or resolved in self._released
+        if not known and name.isascii():  # `ast` normalises other names (NFKC)
             summary = self._summary_of(resolved)
             if summary is not None and name not in (
                 (*summary.classes, *summary.imported) if kind == "class" else summary.functions
@@ -286,9 +332,9 @@ class Project:
             return None  # unknown: then every question builds the facts it needs
         if path in self._exports:
             return self._exports[path]
-        registered = self._facts.get(path) if path in self._checked else None
-        if registered is not None:
-            found = _code_exports_of(registered.text.encode("utf-8", "surrogatepass"))
+        checked = self._checked_text(path)
+        if checked is not None:
+            found = _code_exports_of(checked.encode("utf-8", "surrogatepass"))
         else:
             data = self._readable(path)
             found = self._with_code(path, data) if data is not None else None
@@ -352,9 +398,9 @@ class Project:
         """What `path`'s statements say (its export, its code's scopes maybe not read): the checked text's
         for the checked file."""
         path = self._real(path)
-        registered = self._facts.get(path) if path in self._checked else None
-        if registered is not None:
-            return _exports_of(registered.text.encode("utf-8", "surrogatepass"))
+        checked = self._checked_text(path)
+        if checked is not None:
+            return _exports_of(checked.encode("utf-8", "surrogatepass"))
         return self._summary_of(path)
 
     def _summary_of(self, path: Path) -> Export | None:
@@ -416,9 +462,9 @@ class Project:
         file's facts (which cost a LibCST parse, and what the analysis of them asks in turn)."""
         path = self._real(path)
         wanted = self._with_aliases(set(names))
-        registered = self._facts.get(path)
-        if registered is not None:  # the text being checked (an editor's buffer), not the one on disk
-            return any(name in registered.text for name in wanted)
+        text = self._checked_text(path, checked_only=False)
+        if text is not None:  # the text being checked (an editor's buffer), not the one on disk
+            return any(name in text for name in wanted)
         data = self._project_bytes().get(path)
         if data is None or self._imports(path, data) is None:
             return True  # not a project file CPython parses: nothing known, so it may
@@ -429,9 +475,9 @@ class Project:
         read without building them; None where its bytes may not be what the facts read (a coding
         declaration, bytes that are not UTF-8) or it is no file of the project."""
         path = self._real(path)
-        registered = self._facts.get(path)
-        if registered is not None:
-            return any(word in registered.text for word in words)
+        text = self._checked_text(path, checked_only=False)
+        if text is not None:
+            return any(word in text for word in words)
         data = self._readable(path) if path in self._project_bytes() else None
         if data is None or not data.isascii() and not _is_utf8(data):
             return None
