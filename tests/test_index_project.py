@@ -481,3 +481,70 @@ def test_a_whole_tree_run_lets_go_of_facts_and_finds_what_it_found_keeping_them(
     assert let_go == []
     assert [d.to_plain() for d in freed.diagnostics] == [d.to_plain() for d in kept.diagnostics]
     assert any(d.code == "TL301" for d in kept.diagnostics)
+
+
+def _scripts_nothing_imports(root: Path, count: int) -> None:
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    for number in range(count):
+        script = textwrap.dedent(TRAIN).replace("from data import build_loader", textwrap.dedent(FACTORY))
+        (root / f"script{number}.py").write_text(script)
+
+
+def _run_without_the_collector(root: Path, monkeypatch) -> list[Project]:
+    """A whole-tree run with the cyclic collector off, as the command line runs; the projects it let go in."""
+    import gc
+
+    from torchlint.api import RunOptions, run
+
+    monkeypatch.chdir(root)
+    projects: list[Project] = []
+    release = Project.release
+
+    def recording(self, path):
+        projects.append(self)
+        return release(self, path)
+
+    monkeypatch.setattr(Project, "release", recording)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        run(RunOptions([root], cache=False, jobs=1))
+    finally:
+        if was_enabled:
+            gc.enable()
+    return projects
+
+
+def test_with_the_collector_off_a_whole_tree_run_frees_what_it_lets_go(tmp_path, monkeypatch):
+    """The command line keeps the cyclic collector off: once the process has held `MEMORY_TO_KEEP`, the
+    facts let go are freed by a collection after each check."""
+    import torchlint.linter as linter_module
+    from torchlint.api import TREE
+
+    import gc
+
+    _scripts_nothing_imports(tmp_path, TREE)
+    monkeypatch.setattr(linter_module, "MEMORY_TO_KEEP", 0)
+    collected: list[int] = []
+    collect = gc.collect
+    monkeypatch.setattr(
+        gc, "collect", lambda generation=2: collected.append(generation) or collect(generation)
+    )
+    released = _run_without_the_collector(tmp_path, monkeypatch)[-1]._released
+    assert collected == [0] * TREE  # the youngest generation, after each check
+    assert len(released) == TREE
+    assert all(held() is None for _, _, _, held in released.values())
+
+
+def test_below_the_memory_to_keep_a_whole_tree_run_collects_nothing(tmp_path, monkeypatch):
+    import gc
+
+    import torchlint.linter as linter_module
+    from torchlint.api import TREE
+
+    _scripts_nothing_imports(tmp_path, TREE)
+    monkeypatch.setattr(linter_module, "MEMORY_TO_KEEP", 2**50)
+    collected: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+    assert len(_run_without_the_collector(tmp_path, monkeypatch)[-1]._released) == TREE
+    assert collected == []
