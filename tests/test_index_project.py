@@ -518,10 +518,10 @@ def _run_without_the_collector(root: Path, monkeypatch) -> list[Project]:
 def test_with_the_collector_off_a_whole_tree_run_frees_what_it_lets_go(tmp_path, monkeypatch):
     """The command line keeps the cyclic collector off: once the process has held `MEMORY_TO_KEEP`, the
     facts let go are freed by a collection after each check."""
+    import gc
+
     import torchlint.linter as linter_module
     from torchlint.api import TREE
-
-    import gc
 
     _scripts_nothing_imports(tmp_path, TREE)
     monkeypatch.setattr(linter_module, "MEMORY_TO_KEEP", 0)

@@ -380,10 +380,10 @@ def replace_node(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Ed
 
 def _replace_in_text(source: SourceModule, old: cst.CSTNode, new: cst.CSTNode) -> Edit | None:
     """The edit of an expression replaced by another, made on the lines of text it is written on: the same
-    edit as rendering the whole statement before and after (the rest of it renders as it is written, the
-    new expression is written at the indentation of the blocks around the old one, and the trimmed edit
-    cannot reach past a line break that neither side has), without rendering a training function of
-    hundreds of lines twice. None where the text cannot tell where `old` is."""
+    edit as rendering the whole statement before and after (the rest of it renders as it is written, and
+    the new expression is written at the indentation of the blocks around the old one; `_edit_within`),
+    without rendering a training function of hundreds of lines twice. None where the text cannot tell
+    where `old` is."""
     if not isinstance(new, cst.BaseExpression):
         return None
     span = source.written(old)
@@ -421,10 +421,10 @@ def _replace_in_statement(source: SourceModule, old: cst.CSTNode, new: cst.CSTNo
 
 
 def _edit_within(start: int, before: str, after: str) -> Edit | None:
-    """`minimal_edit` of a part of a statement's text (whole lines of it) where that is the edit of the whole
-    statement: unless the part's text is where the new text begins (code added at the end of a block),
-    where the whole statement's common beginning may run on past the part (None: ask the whole statement).
-    The common end stops inside the part then, as the whole statement's does."""
+    """`minimal_edit` of part of a statement's text (whole lines of it), which is the whole statement's
+    edit unless the common beginning covers all of the shorter side (code added at the end of a block):
+    the whole statement's could then run on past the part (None: ask it). Otherwise both stop at the same
+    first difference, and the common end, which may not reach back past it, at the same place too."""
     edit = minimal_edit(start, before, after)
     if edit.start - start == min(len(before), len(after)):
         return None

@@ -285,13 +285,16 @@ class Project:
         found = held()
         if found is not None:
             return found
+        return SourceModule(display, text, self._parsed_module(text), project=self, file=file)
+
+    def _parsed_module(self, text: str) -> cst.Module:
         module = (self.parse or cst.parse_module)(text)
-        if id(module) in self._parsed:
+        if id(module) in self._parsed:  # two files with one text: their nodes must not be shared
             module = cst.parse_module(text)
         self._parsed.add(id(module))
-        return SourceModule(display, text, module, project=self, file=file)
+        return module
 
-    def _checked_text(self, path: Path, checked_only: bool = True) -> str | None:
+    def _facts_text(self, path: Path, checked_only: bool = True) -> str | None:
         """The text of `path`'s facts (with `checked_only`, only a checked text: an editor's buffer, not
         the file on disk), let go or not; None where there are none."""
         registered = self._facts.get(path) if path in self._checked or not checked_only else None
@@ -332,7 +335,7 @@ class Project:
             return None  # unknown: then every question builds the facts it needs
         if path in self._exports:
             return self._exports[path]
-        checked = self._checked_text(path)
+        checked = self._facts_text(path)
         if checked is not None:
             found = _code_exports_of(checked.encode("utf-8", "surrogatepass"))
         else:
@@ -398,7 +401,7 @@ class Project:
         """What `path`'s statements say (its export, its code's scopes maybe not read): the checked text's
         for the checked file."""
         path = self._real(path)
-        checked = self._checked_text(path)
+        checked = self._facts_text(path)
         if checked is not None:
             return _exports_of(checked.encode("utf-8", "surrogatepass"))
         return self._summary_of(path)
@@ -444,10 +447,7 @@ class Project:
             source = SourceFile.read(path, self.fs)
             if over_budget(len(source.text)) is not None:  # its own check reports it (TL002); unknown here
                 return None
-            module = (self.parse or cst.parse_module)(source.text)
-            if id(module) in self._parsed:  # two files with one text: their nodes must not be shared
-                module = cst.parse_module(source.text)
-            self._parsed.add(id(module))
+            module = self._parsed_module(source.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
         return SourceModule(_display(path), source.text, module, project=self, file=path)
@@ -462,7 +462,7 @@ class Project:
         file's facts (which cost a LibCST parse, and what the analysis of them asks in turn)."""
         path = self._real(path)
         wanted = self._with_aliases(set(names))
-        text = self._checked_text(path, checked_only=False)
+        text = self._facts_text(path, checked_only=False)
         if text is not None:  # the text being checked (an editor's buffer), not the one on disk
             return any(name in text for name in wanted)
         data = self._project_bytes().get(path)
@@ -475,7 +475,7 @@ class Project:
         read without building them; None where its bytes may not be what the facts read (a coding
         declaration, bytes that are not UTF-8) or it is no file of the project."""
         path = self._real(path)
-        text = self._checked_text(path, checked_only=False)
+        text = self._facts_text(path, checked_only=False)
         if text is not None:
             return any(word in text for word in words)
         data = self._readable(path) if path in self._project_bytes() else None

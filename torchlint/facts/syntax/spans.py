@@ -13,7 +13,8 @@ editor. Positions are only asked for a few nodes (the findings, the statements t
 - the node's position inside the statement: for an expression (a finding's callee or call), the one place
   in the statement's text where the node's own rendering occurs, a multi-line one rendered at the
   indentation of the blocks around it; otherwise, or when it occurs more than once, PositionProvider over
-  a module holding that statement alone (a few ms, but as much as the whole module for a long training
+  a module holding the innermost nested statement around it that is found that way (a loop, a `with`),
+  else the top-level statement alone (a few ms, but as much as the whole module for a long training
   function), shifted to where the statement is in the text.
 
 Each step checks itself: a statement whose text is not where ast says (a pairing that does not hold), or a
@@ -38,9 +39,8 @@ class Spans:
         self.lines = lines
         self._statements: dict[int, tuple[int, LineIndex, object] | None] = {}
         self._ancestries: dict[int, list[tuple[cst.CSTNode, str]]] = {}
-        self._nested: dict[
-            int, tuple[int, str] | None
-        ] = {}  # id of a nested statement -> `_statement_written`
+        # id of a nested statement -> `_statement_written`
+        self._nested: dict[int, tuple[int, str] | None] = {}
         self._nested_positions: dict[int, tuple[int, LineIndex, object]] = {}
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -114,8 +114,8 @@ class Spans:
         if found is not None:
             return found
         default = self.module.default_indent
-        Entry = tuple  # (node, indentation, the entry of its parent or None)
-        todo: list[Entry] = [(self.module.body[index], "", None)]
+        # (node, the indentation around it, its parent's entry): the path is read back from the node's
+        todo: list[tuple] = [(self.module.body[index], "", None)]
         while todo:
             entry = todo.pop()
             current, indent, _ = entry
