@@ -379,12 +379,13 @@ def test_the_linters_parser_of_other_files_parses_the_other_files_of_the_project
 def test_two_files_with_one_text_never_share_a_module_in_one_run(tmp_path):
     """A cache of modules by text would hand two copies of a file one tree: analyses that key nodes by
     identity would then take one file's classes for the other's."""
-    from torchlint.lsp.parsing import text_cache
+    from torchlint.lsp.parsing import OtherFiles
 
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "model.py").write_text("class Net:\n    pass\n")
-    project = Project(tmp_path, parse=text_cache())
+    other_files = OtherFiles()
+    project = Project(tmp_path, parse=other_files.parse, collect=other_files.records)
     first = project.facts_for(tmp_path / "a" / "model.py")
     second = project.facts_for(tmp_path / "b" / "model.py")
     assert first.module is not second.module

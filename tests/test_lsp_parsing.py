@@ -10,7 +10,7 @@ from support import FIXTURES
 from test_spans import LAYOUTS
 
 from torchlint._lazy import cst
-from torchlint.lsp.parsing import StatementParser, text_cache
+from torchlint.lsp.parsing import OtherFiles, StatementParser
 
 MORE_LAYOUTS = {
     "comments indented under a block, then blank lines": (
@@ -87,16 +87,70 @@ def test_a_repeated_statement_gets_nodes_of_its_own():
 def test_another_files_text_seen_before_comes_back_without_any_parse(monkeypatch):
     """Every check is a run, which parses the other files its questions reach again: their unchanged
     texts come back as they were."""
-    cache = text_cache()
+    cache = OtherFiles()
     text = "import torch\n\n\ndef f():\n    return 1\n"
-    first = cache(text)
+    first = cache.parse(text)
     monkeypatch.setattr(cst, "parse_module", lambda *a, **k: pytest.fail("parsed again"))
-    assert cache(text) is first
+    assert cache.parse(text) is first
 
 
 def test_the_texts_kept_whole_stay_within_their_budget():
-    cache = text_cache(texts=30)
+    cache = OtherFiles(texts=30)
     texts = [f"x = {n}\ny = {n}\n" for n in range(10, 20)]  # 12 characters each
     for text in texts:
-        cache(text)
-    assert list(cache._results) == texts[-2:]
+        cache.parse(text)
+    assert list(cache._kept._results) == texts[-2:]
+
+
+def test_another_files_records_come_back_with_its_module_and_only_with_it():
+    """The syntax records of an unchanged other file are collected once; a second parse of the same text
+    (two files with one text in one run) gets records of its own nodes."""
+    cache = OtherFiles()
+    text = "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n"
+    module = cache.parse(text)
+    records = cache.records(text, module)
+    assert cache.records(text, cache.parse(text)) is records
+    assert records.classes[0].node is module.body[-1]
+    other = cst.parse_module(text)
+    own = cache.records(text, other)
+    assert own is not records and own.classes[0].node is other.body[-1]
+
+
+def test_an_edit_collects_no_records_of_the_unchanged_other_files_again(tmp_path, monkeypatch):
+    """A keystroke's check is a new run, but engine.py's text did not change: its module and its records
+    come back as they were, and only the edited buffer is collected; the findings are a fresh server's."""
+    from test_lsp_result_cache import ENGINE, TRAIN, findings
+
+    from torchlint.facts.syntax.collect import Collector
+    from torchlint.lsp.checker import Checker
+    from torchlint.lsp.documents import Buffer, BufferFileSystem
+
+    monkeypatch.setenv("TORCHLINT_NO_CACHE", "1")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "train.py").write_text(TRAIN)
+    path = tmp_path / "train.py"
+    checker = Checker(BufferFileSystem(), tmp_path)
+    first = Buffer(path.as_uri(), 1, TRAIN, path)
+    checker.fs.open(first)
+    checker.check(first)
+    collected: list[str] = []
+    collect = Collector.collect
+
+    def recording(self, module):
+        collected.append(module.code)
+        return collect(self, module)
+
+    monkeypatch.setattr(Collector, "collect", recording)
+    edited = TRAIN.replace("lr=0.1", "lr=0.2")
+    second = Buffer(path.as_uri(), 2, edited, path)
+    checker.fs.open(second)
+    found = findings(checker.check(second))
+    assert collected == [edited]
+    monkeypatch.undo()
+    monkeypatch.setenv("TORCHLINT_NO_CACHE", "1")
+    fresh = Checker(BufferFileSystem(), tmp_path)
+    again = Buffer(path.as_uri(), 1, edited, path)
+    fresh.fs.open(again)
+    assert found == findings(fresh.check(again))
+    assert {"TL101", "TL202"} <= {code for code, _, _ in found}

@@ -31,6 +31,7 @@ from torchlint.workspace.settings import Settings, enabled_codes
 
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
+    from torchlint.facts.syntax.collect import Collected
     from torchlint.index.project import ImportSummaries, Project
 
 MAX_FIX_PASSES = 10
@@ -51,6 +52,7 @@ class Linter:
         fs: FileSystem | None = None,
         parse: Callable[[str], cst.Module] | None = None,
         parse_other: Callable[[str], cst.Module] | None = None,
+        collect_other: Callable[[str, cst.Module], Collected] | None = None,
     ) -> None:
         # `rule_classes` replaces the discovered rules (tests use it for rules of their own).
         # `parse`: the checked text's LibCST parse (`cst.parse_module` by default; the Language Server
@@ -62,6 +64,7 @@ class Linter:
         self.fs = fs if fs is not None else FileSystem()
         self.parse = parse
         self.parse_other = parse_other
+        self.collect_other = collect_other  # their syntax records, kept with `parse_other`'s modules
         self.prefilter = prefilter
         self.parsed = 0  # files that went through LibCST (phase 2), for --statistics and the benchmark
         self.asks_exports = True  # see `ask_exports`
@@ -82,7 +85,8 @@ class Linter:
 
         root = self.index_root_of(file.resolve().parent)
         if root not in self._projects:
-            self._projects[root] = Project(root, self.fs, self.import_summaries(root), self.parse_other)
+            summaries = self.import_summaries(root)
+            self._projects[root] = Project(root, self.fs, summaries, self.parse_other, self.collect_other)
             self._projects[root].asks_exports = self.asks_exports
         return self._projects[root]
 

@@ -34,7 +34,7 @@ from torchlint.workspace.settings import DEFAULT_EXCLUDES
 from torchlint.workspace.source import SourceError, SourceFile
 
 if TYPE_CHECKING:
-    from torchlint.facts.syntax.collect import ClassRecord, FunctionRecord
+    from torchlint.facts.syntax.collect import ClassRecord, Collected, FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
 
 ALL_FILES = Path("<every project file's imports>")
@@ -64,6 +64,7 @@ class Project:
         fs: FileSystem | None = None,
         summaries: ImportSummaries | None = None,
         parse: Callable[[str], cst.Module] | None = None,
+        collect: Callable[[str, cst.Module], Collected] | None = None,
     ) -> None:
         # Every file the index reads, lists or looks for is asked of `fs` (the run's; else the real one).
         self.fs = fs if fs is not None else FileSystem()
@@ -73,6 +74,9 @@ class Project:
         # reach was parsed again, most of a check of timm's train.py).
         self.parse = parse  # None: `cst.parse_module` (named only when a file is built: importing LibCST
         # costs a run that parses nothing a quarter of a second)
+        # `collect`: the syntax records of a text's module as `parse` gave it, kept with it (the Language
+        # Server's); None: collected afresh for each file built
+        self.collect = collect
         self._parsed: set[int] = set()  # ids of the modules handed out in this run
         self.root = root.resolve()
         self._facts: dict[Path, SourceModule | None] = {}
@@ -280,12 +284,16 @@ class Project:
     def _revived(
         self, path: Path, display: str, text: str, file: Path | None, held: weakref.ref
     ) -> SourceModule | None:
-        from torchlint.facts.syntax.module import SourceModule
-
         found = held()
         if found is not None:
             return found
-        return SourceModule(display, text, self._parsed_module(text), project=self, file=file)
+        return self._facts_of(display, text, self._parsed_module(text), file)
+
+    def _facts_of(self, display: str, text: str, module: cst.Module, file: Path | None) -> SourceModule:
+        from torchlint.facts.syntax.module import SourceModule
+
+        collected = self.collect(text, module) if self.collect is not None else None
+        return SourceModule(display, text, module, project=self, file=file, collected=collected)
 
     def _parsed_module(self, text: str) -> cst.Module:
         module = (self.parse or cst.parse_module)(text)
@@ -441,8 +449,6 @@ class Project:
         return found
 
     def _build(self, path: Path) -> SourceModule | None:
-        from torchlint.facts.syntax.module import SourceModule
-
         try:
             source = SourceFile.read(path, self.fs)
             if over_budget(len(source.text)) is not None:  # its own check reports it (TL002); unknown here
@@ -450,7 +456,7 @@ class Project:
             module = self._parsed_module(source.text)
         except (SourceError, cst.ParserSyntaxError, RecursionError):
             return None
-        return SourceModule(_display(path), source.text, module, project=self, file=path)
+        return self._facts_of(_display(path), source.text, module, path)
 
     # -- who imports a file -----------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ come from the project of the buffer's path through the `BufferFileSystem`, so ot
 their unsaved text. Each check gets a fresh `Linter` (a linter's projects memoise other files' facts for
 one run; here every check is a run, since any buffer may have changed in between), but one parser
 (`parsing.StatementParser`), which parses again only the statements an edit changed, and one cache of the
-other files' modules by their text (`parsing.text_cache`). A document's result
+other files' modules and syntax records by their text (`parsing.OtherFiles`). A document's result
 is kept per version, so code actions and hover never re-check an unchanged buffer.
 
 A buffer whose text is its file's on disk is answered from the project's result cache (`.torchlint_cache`,
@@ -38,7 +38,7 @@ from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
 from torchlint.lsp.convert import carried
 from torchlint.lsp.documents import Buffer, BufferFileSystem
-from torchlint.lsp.parsing import StatementParser, text_cache
+from torchlint.lsp.parsing import OtherFiles, StatementParser
 from torchlint.rules.base import registered_rules
 from torchlint.workspace.discovery import SettingsResolver, display_name
 from torchlint.workspace.fs import FileSystem
@@ -90,7 +90,7 @@ class Checker:
         self.unsafe_fixes = False  # the client's setting (initializationOptions or configuration)
         self.rule_classes = registered_rules()
         self.parse = StatementParser()  # shared by every check: unchanged statements are not parsed again
-        self.parse_other = text_cache()  # the project's other files: unchanged ones are not parsed again
+        self.other_files = OtherFiles()  # the project's other files: unchanged ones are not parsed again
         self._resolver: SettingsResolver | None = None
         self._checked: dict[str, Checked] = {}
         self._shown: dict[str, Checked] = {}  # the last full check of each buffer, kept through `forget`
@@ -266,5 +266,9 @@ class Checker:
 
     def _linter(self) -> Linter:
         return Linter(
-            rule_classes=self.rule_classes, fs=self.fs, parse=self.parse, parse_other=self.parse_other
+            rule_classes=self.rule_classes,
+            fs=self.fs,
+            parse=self.parse,
+            parse_other=self.other_files.parse,
+            collect_other=self.other_files.records,
         )

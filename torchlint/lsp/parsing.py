@@ -19,11 +19,15 @@ from __future__ import annotations
 import ast
 import re
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
 from torchlint.memo import ByContent
 from torchlint.positions import LineIndex
 from torchlint.pyast import python_ast
+
+if TYPE_CHECKING:
+    from torchlint.facts.syntax.collect import Collected
 
 _INDENTED_COMMENT = re.compile(r"[ \t]+#")
 
@@ -56,17 +60,36 @@ class StatementParser:
         return found
 
 
-def text_cache(texts: int = 8_000_000) -> ByContent[str, cst.Module]:
-    """LibCST's parse of the project's other files, kept by their whole text from one check to the next.
+class OtherFiles:
+    """LibCST's parse of the project's other files, and the syntax records collected from it, kept by their
+    whole text from one check to the next.
 
     Every check is a run, and parses again the other files its questions reach (the modules a script
     imports, the scripts that import a model file): most of a keystroke's check in a real project. Their
     texts rarely change, so each comes back as the module parsed before, up to `texts` characters of text
     (a tree takes about 27 bytes per character of its text, so the default keeps at most about 200 MB, and
-    a check usually reaches a few hundred KB of other files). Never assembled from shared statements: the
-    project index hands one module to one file per run (two files with one text get a parse each).
+    a check usually reaches a few hundred KB of other files), and so do the records a file's facts collect
+    from it (scopes, bindings, calls, functions: a pure function of the module, a sixth of a keystroke's
+    check of yolov5's train.py). Never assembled from shared statements: the project index hands one module
+    to one file per run (two files with one text get a parse each, and records of their own).
     """
-    return ByContent(lambda text: cst.parse_module(text), limit=texts)
+
+    def __init__(self, texts: int = 8_000_000) -> None:
+        self._kept: ByContent[str, list] = ByContent(lambda text: [cst.parse_module(text), None], limit=texts)
+
+    def parse(self, text: str) -> cst.Module:
+        return self._kept(text)[0]
+
+    def records(self, text: str, module: cst.Module) -> Collected:
+        """The records of `module`, `parse(text)`'s (else collected for it alone)."""
+        from torchlint.facts.syntax.collect import Collector
+
+        kept = self._kept(text)
+        if kept[0] is not module:  # a second parse of one text: its own nodes, its own records
+            return Collector().collect(module)
+        if kept[1] is None:
+            kept[1] = Collector().collect(module)
+        return kept[1]
 
 
 def split(text: str) -> list[str] | None:

@@ -118,13 +118,16 @@ class SourceModule:
         module: cst.Module,
         project: ProjectIndex | None = None,
         file: Path | None = None,
+        collected: Collected | None = None,
     ) -> None:
+        # `collected`: the records `Collector().collect(module)` gives, where the caller kept them for this
+        # very module (the Language Server, for other files whose text did not change since its last check).
         self.path = path
         self.text = text
         self.module = module
         self.project = project
         self.file = file.resolve() if file is not None else None
-        self._collected: Collected = Collector().collect(module)
+        self._collected: Collected = collected if collected is not None else Collector().collect(module)
         self._evaluator = Evaluator(self)
         self._analyses: dict[type, object] = {}
         self._orders: dict[int, TextOrder] = {}  # id(scope node) -> its nodes in the order of the text
