@@ -36,14 +36,8 @@ def docs_url(monkeypatch):
 @pytest.fixture
 def parsed(monkeypatch) -> list[str]:
     """The names of the files whose facts the project index builds (one LibCST parse each)."""
+    from support import record_calls
+
     from torchlint.index.project import Project
 
-    built: list[str] = []
-    original = Project._build
-
-    def recording(self, path):
-        built.append(path.name)
-        return original(self, path)
-
-    monkeypatch.setattr(Project, "_build", recording)
-    return built
+    return record_calls(monkeypatch, Project, "_build", lambda self, path: path.name)

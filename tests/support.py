@@ -142,6 +142,19 @@ def facts_of(source: str, path: str = "example.py"):
     return ModuleFacts(SourceModule(path, text, cst.parse_module(text)))
 
 
+def record_calls(monkeypatch, owner, name: str, what=lambda *args, **kwargs: args) -> list:
+    """The calls of `owner.name` from now on, each as `what(*its arguments)`; they still run."""
+    found: list = []
+    original = getattr(owner, name)
+
+    def recording(*args, **kwargs):
+        found.append(what(*args, **kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, recording)
+    return found
+
+
 def project_facts(root: Path, files: dict[str, str], checked: str):
     """Write a small project (with a pyproject.toml) and return the facts of one of its files."""
     import libcst as cst

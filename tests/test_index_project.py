@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import line_of, project_facts
+from tests.support import line_of, project_facts, record_calls
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.index.project import ImportWords, Project
 from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
@@ -464,22 +464,14 @@ def test_a_whole_tree_run_lets_go_of_facts_and_finds_what_it_found_keeping_them(
         script = textwrap.dedent(TRAIN).replace("from data import build_loader", textwrap.dedent(FACTORY))
         (tmp_path / f"script{number}.py").write_text(script)
     monkeypatch.chdir(tmp_path)
-    let_go: list[str] = []
-    release = Project.release
-
-    def recording(self, path):
-        answer = release(self, path)
-        if answer:
-            let_go.append(path.name)
-        return answer
-
-    monkeypatch.setattr(Project, "release", recording)
+    projects = record_calls(monkeypatch, Project, "release", lambda self, path: self)
     freed = run(RunOptions([tmp_path], cache=False, jobs=1))
-    assert {f"script{number}.py" for number in range(TREE)} <= set(let_go)
+    let_go = {path.name for path in projects[-1]._released}
+    assert {f"script{number}.py" for number in range(TREE)} <= let_go
     monkeypatch.setattr(Linter, "let_go", lambda self, lets_go: None)
-    let_go.clear()
+    projects.clear()
     kept = run(RunOptions([tmp_path], cache=False, jobs=1))
-    assert let_go == []
+    assert projects == []
     assert [d.to_plain() for d in freed.diagnostics] == [d.to_plain() for d in kept.diagnostics]
     assert any(d.code == "TL301" for d in kept.diagnostics)
 
@@ -498,14 +490,7 @@ def _run_without_the_collector(root: Path, monkeypatch) -> list[Project]:
     from torchlint.api import RunOptions, run
 
     monkeypatch.chdir(root)
-    projects: list[Project] = []
-    release = Project.release
-
-    def recording(self, path):
-        projects.append(self)
-        return release(self, path)
-
-    monkeypatch.setattr(Project, "release", recording)
+    projects = record_calls(monkeypatch, Project, "release", lambda self, path: self)
     was_enabled = gc.isenabled()
     gc.disable()
     try:

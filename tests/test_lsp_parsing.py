@@ -119,6 +119,7 @@ def test_another_files_records_come_back_with_its_module_and_only_with_it():
 def test_an_edit_collects_no_records_of_the_unchanged_other_files_again(tmp_path, monkeypatch):
     """A keystroke's check is a new run, but engine.py's text did not change: its module and its records
     come back as they were, and only the edited buffer is collected; the findings are a fresh server's."""
+    from support import record_calls
     from test_lsp_result_cache import ENGINE, TRAIN, findings
 
     from torchlint.facts.syntax.collect import Collector
@@ -134,14 +135,7 @@ def test_an_edit_collects_no_records_of_the_unchanged_other_files_again(tmp_path
     first = Buffer(path.as_uri(), 1, TRAIN, path)
     checker.fs.open(first)
     checker.check(first)
-    collected: list[str] = []
-    collect = Collector.collect
-
-    def recording(self, module):
-        collected.append(module.code)
-        return collect(self, module)
-
-    monkeypatch.setattr(Collector, "collect", recording)
+    collected = record_calls(monkeypatch, Collector, "collect", lambda self, module: module.code)
     edited = TRAIN.replace("lr=0.1", "lr=0.2")
     second = Buffer(path.as_uri(), 2, edited, path)
     checker.fs.open(second)
