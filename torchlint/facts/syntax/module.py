@@ -131,6 +131,8 @@ class SourceModule:
         self._evaluator = Evaluator(self)
         self._analyses: dict[type, object] = {}
         self._orders: dict[int, TextOrder] = {}  # id(scope node) -> its nodes in the order of the text
+        # (id(expr), id(scope)) -> (expr, scope, `qualname`)
+        self._qualnames: dict[tuple[int, int], tuple[cst.BaseExpression, Scope, str | None]] = {}
 
     def analysis(self, kind: type[Analysis]) -> Analysis:
         """This module's instance of an analysis (`kind(self)`), made on first use."""
@@ -278,8 +280,18 @@ class SourceModule:
     def qualname(self, expr: cst.BaseExpression, scope: Scope) -> str | None:
         """The qualified name of a Name/Attribute chain rooted at an import (`nn.Linear` -> torch.nn.Linear).
 
-        Builtins resolve to themselves (`enumerate`, `next`) unless shadowed.
+        Builtins resolve to themselves (`enumerate`, `next`) unless shadowed. Kept per expression and
+        scope (about twenty questions ask it of every call's callee), with both, so that neither id is
+        reused by another object while its answer is kept (a question may ask of an expression it made).
         """
+        key = (id(expr), id(scope))
+        kept = self._qualnames.get(key)
+        if kept is None:
+            kept = self._qualnames[key] = (expr, scope, self._qualname(expr, scope))
+        return kept[2]
+
+    @staticmethod
+    def _qualname(expr: cst.BaseExpression, scope: Scope) -> str | None:
         name = dotted(expr)
         if name is None:
             return None
