@@ -36,7 +36,7 @@ from torchlint.facts.syntax.collect import (
 from torchlint.facts.syntax.names import Binding, BindingKind, Reference, Scope, ScopeKind, dotted
 from torchlint.facts.syntax.order import TextOrder
 from torchlint.facts.syntax.rebinding import NameChanges
-from torchlint.facts.syntax.spans import Spans, rendered_at, statement_at
+from torchlint.facts.syntax.spans import Spans, statement_at
 from torchlint.facts.syntax.values import Evaluator, Value
 from torchlint.positions import LineIndex
 
@@ -822,11 +822,7 @@ class SourceModule:
     def code_at(self, node: cst.BaseExpression, where: cst.CSTNode) -> str | None:
         """`node`'s code as written in place of `where` (a multi-line one indented as the blocks around
         `where` are); None where that is not known."""
-        code = self.module.code_for_node(node)
-        if "\n" not in code and "\r" not in code:
-            return code  # no line of it is indented
-        indent = self._spans.indentation(where)
-        return rendered_at(self.module, node, indent) if indent is not None else None
+        return self._spans.code_in_place(node, where)
 
     def statement_start(self, statement: cst.CSTNode) -> int:
         """Where a statement's text begins: its first decorator, if it has any (LibCST starts at `def`)."""

@@ -85,10 +85,7 @@ class Spans:
         starts = self._starts
         if index is None or starts is None:
             return None
-        code: str | None = self.module.code_for_node(node)
-        if code and ("\n" in code or "\r" in code):
-            indent = self.indentation(node)
-            code = rendered_at(self.module, node, indent) if indent is not None else None
+        code = self.code_in_place(node, node)
         if not code:
             return None
         low = starts[index]
@@ -97,6 +94,17 @@ class Spans:
         if first < 0 or self.text.find(code, first + 1, high) >= 0:
             return None
         return first, first + len(code)
+
+    def code_in_place(self, node: cst.BaseExpression, where: cst.CSTNode) -> str | None:
+        """`node`'s code as LibCST writes it in place of `where` (a node of this module): a multi-line one
+        indented as the blocks around `where` are; None where that is not known."""
+        code = self.module.code_for_node(node)
+        if "\n" not in code and "\r" not in code:
+            return code  # no line of it is indented
+        indent = self.indentation(where)
+        if indent is None:
+            return None
+        return rendered_at(self.module, node, indent) if indent else code
 
     def indentation(self, node: cst.CSTNode) -> str | None:
         """The indentation of the blocks around `node`: what LibCST writes before each indented line of it
@@ -280,14 +288,11 @@ class Spans:
 def rendered_at(module: cst.Module, node: cst.BaseExpression, indent: str) -> str | None:
     """`node`'s code as LibCST writes it inside blocks indented by `indent` (see `Spans.written`), through
     the public rendering of a block holding it alone (None: that rendering has not the expected shape)."""
-    if not indent:
-        return module.code_for_node(node)
-    line = cst.SimpleStatementLine(body=[cst.Expr(value=node)])
-    code = module.code_for_node(cst.IndentedBlock(body=[line], indent=indent))
-    head, tail = module.default_newline + indent, module.default_newline
-    if not (code.startswith(head) and code.endswith(tail)) or len(code) < len(head) + len(tail):
+    code = statement_at(module, cst.SimpleStatementLine(body=[cst.Expr(value=node)]), indent)
+    newline = module.default_newline
+    if code is None or not (code.startswith(indent) and code.endswith(newline)):
         return None
-    return code[len(head) : len(code) - len(tail)]
+    return code[len(indent) : len(code) - len(newline)]
 
 
 def statement_at(module: cst.Module, statement: cst.BaseStatement, indent: str) -> str | None:
