@@ -450,7 +450,12 @@ def test_compiled_code_is_looked_for_only_in_importers_that_may_compile(tmp_path
     assert sorted(parsed) == ["fast.py"]  # `patterns.py` names `compile` only as a regular expression's
 
 
-def test_a_call_of_another_file_s_class_is_a_scaler_only_where_that_file_names_one(tmp_path, parsed):
+@pytest.mark.parametrize("asks_exports", [True, False])
+def test_a_call_of_another_file_s_class_is_a_scaler_only_where_that_file_names_one(
+    tmp_path, parsed, asks_exports
+):
+    """Also in a run that asks no export (a whole tree): a class's files are read from the statements the
+    import scan reads anyway, so `Meter()` builds no other file's facts there either."""
     facts = project_facts(
         tmp_path,
         {
@@ -463,6 +468,7 @@ def test_a_call_of_another_file_s_class_is_a_scaler_only_where_that_file_names_o
     )
     from torchlint.rules.mixed_precision.precision import PrecisionAnalysis
 
+    facts.source.project.asks_exports = asks_exports
     scalers = facts.source.analysis(PrecisionAnalysis).scalers
     assert [(scaler.name, scaler.how) for scaler in scalers] == [("scaler", "`Wrapped` (wraps a GradScaler)")]
     assert parsed == ["amp.py"]  # `meters.py` names no GradScaler: `Meter` cannot make one

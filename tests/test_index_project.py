@@ -503,7 +503,7 @@ def _run_without_the_collector(root: Path, monkeypatch) -> list[Project]:
 
 def test_with_the_collector_off_a_whole_tree_run_frees_what_it_lets_go(tmp_path, monkeypatch):
     """The command line keeps the cyclic collector off: once the process has held `MEMORY_TO_KEEP`, the
-    facts let go are freed by a collection after each check."""
+    facts let go are freed by a collection after each check, and the C heap's free pages handed back."""
     import gc
 
     import torchlint.linter as linter_module
@@ -516,8 +516,10 @@ def test_with_the_collector_off_a_whole_tree_run_frees_what_it_lets_go(tmp_path,
     monkeypatch.setattr(
         gc, "collect", lambda generation=2: collected.append(generation) or collect(generation)
     )
+    trimmed = record_calls(monkeypatch, linter_module, "_trim_heap")
     released = _run_without_the_collector(tmp_path, monkeypatch)[-1]._released
     assert collected == [0] * TREE  # the youngest generation, after each check
+    assert len(trimmed) == TREE
     assert len(released) == TREE
     assert all(held() is None for _, _, _, held in released.values())
 
@@ -532,5 +534,26 @@ def test_below_the_memory_to_keep_a_whole_tree_run_collects_nothing(tmp_path, mo
     monkeypatch.setattr(linter_module, "MEMORY_TO_KEEP", 2**50)
     collected: list[int] = []
     monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+    trimmed = record_calls(monkeypatch, linter_module, "_trim_heap")
     assert len(_run_without_the_collector(tmp_path, monkeypatch)[-1]._released) == TREE
-    assert collected == []
+    assert collected == trimmed == []
+
+
+def test_the_heap_is_trimmed_where_the_c_library_can_and_skipped_where_it_cannot(monkeypatch):
+    import ctypes
+
+    import torchlint.linter as linter_module
+
+    calls: list[int] = []
+    monkeypatch.setattr(linter_module, "_malloc_trim", calls.append)
+    linter_module._trim_heap()
+    assert calls == [0]  # glibc: every arena's free pages
+
+    class NoTrim:  # macOS, musl: a C library without malloc_trim
+        pass
+
+    monkeypatch.setattr(linter_module, "_malloc_trim", None)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: NoTrim())
+    linter_module._trim_heap()
+    assert linter_module._malloc_trim is False
+    linter_module._trim_heap()  # looked up once: nothing to call

@@ -180,8 +180,10 @@ class Project:
     def homes(self, importer: Path, qualname: str, kind: Literal["class", "function"]) -> set[Path] | None:
         """The files whose module-level `kind` `resolve_class` / `resolve_function(importer, qualname)` may
         answer, judged from the exports of the modules the name leads through (re-exports followed) without
-        building them; None where one of them is unknown. `importer` depends on those exports."""
-        if not self.asks_exports:
+        building them; None where one of them is unknown. `importer` depends on those exports. A class is
+        found from the statements alone (what the import scan reads of every file anyway), so it is
+        answered also in a run that asks no export; a function's re-exports need its code's scopes."""
+        if not self.asks_exports and kind == "function":
             return None
         key = (self._real(importer), qualname, kind)
         if key not in self._homes_of:
