@@ -13,13 +13,17 @@ Per tree, best wall clock of --repeat runs (CPU with it, summed over workers) an
 largest process: torchlint cold (no cache) with the default --jobs (the number of processes torchlint chose
 is printed), `-j 1` and `-j 2` cold, warm (the cache of the cold run), FILE alone cold, FILE alone warm (the
 cache of a whole run, FILE unchanged), FILE alone after a one-line edit (the cache warm from a whole run),
-the whole tree after that edit; ruff `--select ALL` cold; TorchFix `--select ALL` once when
-bench/.venv-torchfix exists (bench/lint_speed.py creates it). Ratios: torchlint / ruff, TorchFix /
-torchlint. Then a "targets" block, one line per target of issue 29 (issue 16's where 29 names none) with
-the measured value and `met` or `not met`: FILE alone cold under 0.5 s, warm under 0.3 s, after the edit
-under 0.5 s; the cold tree at least 20x faster than TorchFix (when it ran) and, the stretch, within 10x of
-ruff; the whole tree after the edit under 2x (FILE alone after the edit) x (the files that depend on FILE,
-counted as the files that run re-checked instead of answering from the cache: `--show-phase2-count`);
+FILE's floor (the interpreter's start, the imports and LibCST's parse of FILE: what no check of it can go
+below) and FILE checked with no other file (every rule, cross-file questions unanswered: a one-file run
+minus this is what the other files cost), the whole tree after that edit; ruff `--select ALL` cold;
+TorchFix `--select ALL` once when bench/.venv-torchfix exists (bench/lint_speed.py creates it). Ratios:
+torchlint / ruff, TorchFix / torchlint. Then a "targets" block, one line per target of issue 29 (issue
+16's where 29 names none) with the measured value and `met` or `not met`: FILE alone cold under 0.5 s,
+warm under 0.3 s, after the edit under 0.5 s (these two with FILE's floor and its check with no other
+file beside them); the cold tree at least 20x faster than TorchFix (when it ran) and, the stretch,
+within 10x of ruff; the whole tree after the edit under 2x (FILE alone after the edit) x (the files that
+depend on FILE, counted as the files that run re-checked instead of answering from the cache:
+`--show-phase2-count`);
 peak memory of the `-j 1` run under 200 MB (the issue names timm); the default --jobs no slower than
 `-j 1` (5% allowed for noise; met by construction where the default chose one process, the `-j 1` run
 itself).
@@ -82,6 +86,17 @@ PEAK_MB_J1 = 200.0  # the whole tree with -j 1 (the issue names timm)
 PEAK_MB = 300.0  # growth copies (issue 16)
 LINEAR = 1.25  # growth: time / (factor x the 1x time) at most this
 JOBS_NOISE = 1.05  # the default --jobs "never slower than -j 1", with this much for noise
+# What one file's check cannot go below, timed in the same run: the interpreter's start, torchlint's and
+# LibCST's imports, and LibCST's parse of the file (FLOOR); then its check with every rule but no other file
+# (ALONE: cross-file questions answer "not in a project"). A one-file run minus ALONE is what the other
+# files' questions cost.
+FLOOR = "import sys, torchlint.cli, libcst; libcst.parse_module(open(sys.argv[1], encoding='utf-8').read())"
+ALONE = (
+    "import gc, sys; gc.disable(); import torchlint.cli; from torchlint.linter import Linter; "
+    "from torchlint.workspace.settings import Settings; "
+    "text = open(sys.argv[1], encoding='utf-8').read(); "
+    "Linter().check_text(sys.argv[1], text, Settings(), in_project=False)"
+)
 PHASE2 = re.compile(r"phase 2: (\d+) of (\d+) files parsed, (\d+) from cache([^\n]*)")
 PROCESSES = re.compile(r"(\d+) process")
 
@@ -255,6 +270,9 @@ def bench_tree(source: Path, chosen: str | None, repeat: int, exe: Path, referen
     rows["cold -j 1"] = best_of(repeat, lambda: torchlint(".", "-j", "1"))
     rows["cold -j 2"] = best_of(repeat, lambda: torchlint(".", "-j", "2"))
     rows[f"{one} cold"] = best_of(repeat, lambda: torchlint(one))
+    python = str(exe.parent / "python")
+    rows[f"{one} floor"] = best_of(repeat, lambda: measure([python, "-c", FLOOR, one], tree))
+    rows[f"{one} with no other file"] = best_of(repeat, lambda: measure([python, "-c", ALONE, one], tree))
     original = single.read_bytes()
 
     def after_whole_run(*args: str, edit: bool) -> Run:
@@ -302,10 +320,12 @@ def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None
     """One line per target of issue 29 (and issue 16) that this tree's figures answer."""
     cold, j1 = rows["cold"], rows["cold -j 1"]
     alone_cold, alone_warm, alone_edited = rows[f"{one} cold"], rows[f"{one} warm"], rows[f"{one} edited"]
+    floor, by_itself = rows[f"{one} floor"].wall, rows[f"{one} with no other file"].wall
+    bounds = f"floor {floor:.2f} s, with no other file {by_itself:.2f} s"
     print("targets:")
     verdict(
         f"one file cold < {ONE_FILE_COLD_S:g} s",
-        f"{alone_cold.wall:.2f} s",
+        f"{alone_cold.wall:.2f} s ({bounds})",
         alone_cold.wall < ONE_FILE_COLD_S,
     )
     verdict(
@@ -315,7 +335,7 @@ def tree_targets(rows: dict[str, Run], one: str, ruff: Run, torchfix: Run | None
     )
     verdict(
         f"one file after editing it < {ONE_FILE_EDITED_S:g} s",
-        f"{alone_edited.wall:.2f} s",
+        f"{alone_edited.wall:.2f} s ({bounds})",
         alone_edited.wall < ONE_FILE_EDITED_S,
     )
     if torchfix is not None:
