@@ -312,6 +312,25 @@ def f(rows):
     assert sorted(module.code(a.value) for a in values) == ["long(seq)", "short(seq)"]
 
 
+def test_a_read_s_reaching_values_are_worked_out_once_and_handed_out_as_a_new_list(monkeypatch):
+    """Tracing a loader's sources asks of the same reads again and again; the answer is kept per read and
+    scope, and what a caller does with its list is not the next caller's answer."""
+    from support import facts_of, record_calls
+
+    from torchlint.facts.syntax.module import SourceModule
+
+    source = "def f(rows):\n    seq = encode(rows)\n    seq = short(seq)\n    use(seq)\n"
+    module = facts_of(source).source
+    call = next(c for c in module.calls if module.code(c.node.func) == "use")
+    read = call.node.args[0].value
+    worked_out = record_calls(monkeypatch, SourceModule, "_reaching_values")
+    first = module.reaching_values(read, call.scope)
+    first.clear()
+    again = module.reaching_values(read, call.scope)
+    assert [module.code(a.value) for a in again] == ["short(seq)"]
+    assert len(worked_out) == 1
+
+
 def test_debug_facts_show_the_cache_round_trip_kind_and_samples_held_on_the_gpu(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

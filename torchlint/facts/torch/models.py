@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.torch.exports import Export, ExportIndex
 
+    Receiver = tuple[cst.BaseExpression, Scope]  # what `.parameters()` is called on, in its scope
+
 MAX_DEPTH = 4
 
 _OPTIMIZER_MODULES = (
@@ -195,6 +197,9 @@ class ModelAnalysis:
         self.source = source
         self._params: dict[int, dict[str, str]] | None = None
         self._optimized_only: list[Model] = []
+        # (id(expr), id(scope), depth) -> (expr, scope, `_parameter_receivers`); both objects held, so no
+        # id is taken by another expression while its answer is kept
+        self._receivers: dict[tuple[int, int, int], tuple[cst.CSTNode, Scope, list[Receiver]]] = {}
 
     # -- what trains ------------------------------------------------------------------------------------
 
@@ -593,10 +598,18 @@ class ModelAnalysis:
                     yield root, scope
             yield from self._parameter_receivers(arg.value, scope, depth)
 
-    def _parameter_receivers(
-        self, expr: cst.CSTNode, scope: Scope, depth: int
-    ) -> Iterator[tuple[cst.BaseExpression, Scope]]:
-        """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values."""
+    def _parameter_receivers(self, expr: cst.CSTNode, scope: Scope, depth: int) -> list[Receiver]:
+        """`m.parameters()` / `m.named_parameters()` anywhere in `expr`, following names to their values.
+        Kept per expression, scope and depth: a long script reaches the same names along many paths (timm's
+        train.py: 6,120 searches, 174 different), and each search is a pure function of those three (the
+        depth grows along every path, so a search never waits on itself)."""
+        key = (id(expr), id(scope), depth)
+        kept = self._receivers.get(key)
+        if kept is None:
+            kept = self._receivers[key] = (expr, scope, list(self._search_receivers(expr, scope, depth)))
+        return kept[2]
+
+    def _search_receivers(self, expr: cst.CSTNode, scope: Scope, depth: int) -> Iterator[Receiver]:
         if depth > MAX_DEPTH:
             return
         for node in subexpressions(expr):  # exact types below: every subexpression of every optimizer call
