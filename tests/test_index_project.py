@@ -108,6 +108,26 @@ def test_a_loop_function_asks_only_the_importers_that_call_it(tmp_path, parsed):
     assert "other.py" not in parsed
 
 
+def test_a_file_whose_text_a_question_read_without_building_it_is_a_dependency(tmp_path, parsed):
+    """`loaders.py` asks which of its importers may call `build` (their text, not their facts): a file
+    that cannot is not built, but the answer depends on its text all the same (an edit that calls
+    `build` there changes it), for the result cache and for what the editor keeps between keystrokes."""
+    loaders = """
+        from torch.utils.data import DataLoader
+
+        def build(dataset):
+            return DataLoader(dataset, batch_size=32)
+    """
+    other = "import loaders\n\nprint(loaders.__name__)\n"
+    facts = project_facts(tmp_path, {"loaders.py": loaders, "report.py": other}, "loaders.py")
+    project, report = facts.source.project, (tmp_path / "report.py").resolve()
+    assert not project.may_name(report, ("build",), tmp_path / "loaders.py")
+    assert project.dependencies(tmp_path / "loaders.py") == {report}
+    assert project.mentions(report, ("print",), tmp_path / "other.py") is True
+    assert project.dependencies(tmp_path / "other.py") == {report}
+    assert parsed == []
+
+
 def test_a_call_to_a_name_another_module_assigns_never_builds_that_module(tmp_path, parsed):
     factories = """
         import functools

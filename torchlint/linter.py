@@ -90,6 +90,14 @@ class Linter:
             self._projects[root].asks_exports = self.asks_exports
         return self._projects[root]
 
+    def carry_over(self, checked: Path) -> bool:
+        """Keep this linter's projects for the editor's next check, of the buffer at `checked`
+        (`Project.carry_over`); False where one of them cannot be kept (a new linter then checks). Without
+        the cyclic collector, as a check: it reads the changed files' statements with CPython's parser,
+        whose allocations would otherwise start a full pass over every fact kept."""
+        with _without_cyclic_gc():
+            return all(project.carry_over(checked) for project in self._projects.values())
+
     def flush(self) -> None:
         """At the end of a run: what the projects' indexes computed, stored for the next run."""
         for project in self._projects.values():

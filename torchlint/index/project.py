@@ -269,6 +269,51 @@ class Project:
             self._facts[path] = self._build(path) if released is None else self._revived(path, *released)
         return self._facts[path]
 
+    def carry_over(self, checked: Path) -> bool:
+        """Keep this project for the editor's next check (of the buffer at `checked`): the facts of every
+        file whose analysis read no file changed since, with the answers their analyses keep, so that a
+        keystroke analyses again the buffer and what depends on it, not every other file its questions
+        reach. Only where the project's files are the same ones and each change left the file's statements
+        as they were (its imports, classes, defs and what they bind: `_header_of`, from which the import
+        graph, the re-exports and the words of imports were read); False otherwise, and then a new project
+        answers. The checked buffer counts as changed (its facts are made again), and so does any file
+        whose bytes differ from those this project read; what depends on one (`_consulted`, which the
+        result cache trusts too) is built again when asked."""
+        if self._bytes is None or self._files is None:
+            return False
+        files, self._files = self._files, None
+        if self._python_files() != files:
+            return False
+        changed: dict[Path, bytes] = {}
+        for file in files:
+            try:
+                data = self.fs.read_bytes(file)
+            except OSError:
+                return False
+            if data != self._bytes.get(file):
+                if _exports_of(data) != _exports_of(self._bytes.get(file, b"")):
+                    return False  # a new import, class or def: the index's answers may change
+                changed[file] = data
+        stale = {*changed, self._real(checked)}
+        for file in [file for file in self._facts if file in stale or self._consulted(file) & stale]:
+            self._forget(file)
+        self._bytes.update(changed)
+        for file in stale:
+            self._exports.pop(file, None)
+        self._homes_of.clear()
+        self._memos.clear()
+        return True
+
+    def _forget(self, path: Path) -> None:
+        """Drop a file's facts; what it depends on stays (`_depends` also holds what other files' questions
+        recorded for it, as `importers_of` does: kept, a dependency is at worst one too many)."""
+        facts = self._facts.pop(path, None)
+        if facts is not None:
+            self._parsed.discard(id(facts.module))  # rebuilt from the same text, the kept parse is its own
+        self._checked.discard(path)
+        self._asked.discard(path)
+        self._released.pop(path, None)
+
     def release(self, path: Path) -> bool:
         """Let a checked file's facts go when no question has asked for them (True: let go). A run over a
         whole tree would otherwise keep every file's syntax tree to its end, where many files are asked
@@ -462,13 +507,16 @@ class Project:
 
     # -- who imports a file -----------------------------------------------------------------------------
 
-    def may_name(self, path: Path, names: Collection[str]) -> bool:
+    def may_name(self, path: Path, names: Collection[str], requester: Path | None = None) -> bool:
         """False only when `path` cannot refer to any of `names` (functions of another module): its text
         holds none of them, nor any name an import anywhere in the project gives one of them
         (`from .loaders import build as build_loader` in a package's `__init__.py`). A call resolves by the
         names written in the calling file, so this is a necessary condition, checked before building that
-        file's facts (which cost a LibCST parse, and what the analysis of them asks in turn)."""
+        file's facts (which cost a LibCST parse, and what the analysis of them asks in turn). `requester`
+        depends on `path`'s text from now on (its answer may change with it)."""
         path = self._real(path)
+        if requester is not None:
+            self._consults(requester, path)
         wanted = self._with_aliases(set(names))
         text = self._facts_text(path, checked_only=False)
         if text is not None:  # the text being checked (an editor's buffer), not the one on disk
@@ -478,11 +526,14 @@ class Project:
             return True  # not a project file CPython parses: nothing known, so it may
         return any(not name.isascii() or name.encode() in data for name in wanted)
 
-    def mentions(self, path: Path, words: Collection[str]) -> bool | None:
+    def mentions(self, path: Path, words: Collection[str], requester: Path | None = None) -> bool | None:
         """Whether the text of project file `path` holds one of `words` (ASCII), as its facts' text would,
         read without building them; None where its bytes may not be what the facts read (a coding
-        declaration, bytes that are not UTF-8) or it is no file of the project."""
+        declaration, bytes that are not UTF-8) or it is no file of the project. `requester` depends on
+        `path`'s text from now on."""
         path = self._real(path)
+        if requester is not None:
+            self._consults(requester, path)
         text = self._facts_text(path, checked_only=False)
         if text is not None:
             return any(word in text for word in words)

@@ -98,6 +98,7 @@ class Checker:
         self._later: frozenset[str] = frozenset()  # the rules the last first look left for the full check
         self._fixed: dict[str, tuple[tuple, FixResult]] = {}
         self._caches: dict[Path, ResultCache] = {}
+        self._full: Linter | None = None  # the full checks' linter, kept from one check to the next
         self.from_cache = 0  # checks the result cache answered (for tests and the latency benchmark)
 
     def warm_up(self) -> None:
@@ -109,6 +110,7 @@ class Checker:
         """Settings or other files changed: read the settings again, and re-check every buffer."""
         self._resolver = None
         self._missed = None
+        self._full = None
         self._checked.clear()
         self._fixed.clear()
 
@@ -146,7 +148,7 @@ class Checker:
         if known is not None:
             return known
         settings = self.settings_for(buffer)
-        linter = self._linter()
+        linter = self._full_linter(buffer)
         slot = self._slot(buffer, settings, linter)
         cached = self._cached(buffer, settings, slot, linter)
         if cached is not None:
@@ -263,6 +265,17 @@ class Checker:
         display = display_name(buffer.path)
         enabled = [rule.code for rule in linter.rules_for(settings, display)]
         return self._caches[root], self._caches[root].key_for(display, source.raw, settings, enabled), display
+
+    def _full_linter(self, buffer: Buffer) -> Linter:
+        """The linter of the last full check, its projects carried over to this one where the files changed
+        since only inside their statements (`Linter.carry_over`): the other files' facts and answers that
+        read no changed file are kept, so a keystroke in yolov5's `train.py` is not a new analysis of the
+        modules it imports (those whose answers read the buffer are: the scripts that train the blocks of
+        `models/common.py` resolve its classes). A new one where anything else changed."""
+        kept = self._full
+        if kept is None or buffer.path is None or not kept.carry_over(buffer.path):
+            kept = self._full = self._linter()
+        return kept
 
     def _linter(self) -> Linter:
         return Linter(

@@ -75,12 +75,12 @@ class ProjectIndex(Protocol):
         """The project files that import `path` (the answer then depends on the project's file list)."""
         ...
 
-    def may_name(self, path: Path, names: Collection[str]) -> bool:
+    def may_name(self, path: Path, names: Collection[str], requester: Path | None = None) -> bool:
         """False only when project file `path` cannot refer to any of `names` (checked before its facts are
-        built for a question about who calls them)."""
+        built for a question about who calls them); `requester` depends on `path`'s text from now on."""
         ...
 
-    def mentions(self, path: Path, words: Collection[str]) -> bool | None:
+    def mentions(self, path: Path, words: Collection[str], requester: Path | None = None) -> bool | None:
         """Whether project file `path`'s text holds one of `words`, read without building its facts (None:
         unknown)."""
         ...

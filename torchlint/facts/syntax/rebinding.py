@@ -157,7 +157,7 @@ class NameChanges:
         if project is None or file is None:
             return ""
         for importer in project.importers_of(file):
-            if project.may_name(importer, (name,)):
+            if project.may_name(importer, (name,), file):
                 return f"{_relative(importer, file)} may import `{name}`"
         return ""
 

@@ -129,7 +129,10 @@ class CallerAnalysis:
         project = self.source.project
         if 2 in self._importers or project is None:
             return self.importers()  # built already (or nothing to build)
-        return list(self.built(path for path in self.importer_files() if project.may_name(path, names)))
+        requester = self.source.file
+        return list(
+            self.built(path for path in self.importer_files() if project.may_name(path, names, requester))
+        )
 
     def importers(self, depth: int = 2) -> list[SourceModule]:
         """The project modules that import this one, and those that import them (a package's

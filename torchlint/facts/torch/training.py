@@ -965,7 +965,7 @@ class TrainingAnalysis:
                 importers += [p for p in facts.project.importers_of(importer) if p not in importers]
         exports: dict[tuple[str, Selector, Flags], list[LoaderUse]] = {}
         for importer in importers:
-            if not facts.project.may_name(importer, feeding):
+            if not facts.project.may_name(importer, feeding, facts.file):
                 continue  # it cannot call them: its facts are not built
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:
@@ -1051,7 +1051,7 @@ class TrainingAnalysis:
             return []
         found: list[Loader] = []
         for importer in facts.project.importers_of(facts.file):
-            if not facts.project.may_name(importer, {name}):
+            if not facts.project.may_name(importer, {name}, facts.file):
                 continue  # it cannot call `function`: its facts are not built
             other = facts.project.facts_for(importer, facts.file)
             if other is None or other is facts:

@@ -201,7 +201,8 @@ class CheckpointAnalysis:
         if project is None or file is None:
             return True
         for other in self._candidate_files:
-            if project.may_name(other, (name, "supports_gradient_checkpointing", "__dict__", "setattr")):
+            words = (name, "supports_gradient_checkpointing", "__dict__", "setattr")
+            if project.may_name(other, words, file):
                 module = project.facts_for(other, file)  # the words `_may_turn_on` looks for are there
                 if module is not None and _may_turn_on(module, name):
                     return False

@@ -188,7 +188,8 @@ class GraphBreakAnalysis:
         compiling = (
             path
             for path in importers.importer_files()
-            if project.may_name(path, ("compile",)) and may_compile(project.export_of(path, source.file))
+            if project.may_name(path, ("compile",), source.file)
+            and may_compile(project.export_of(path, source.file))
         )
         return list(importers.built(compiling))
 

@@ -733,7 +733,9 @@ class PrecisionAnalysis:
         SCALERS ends with `GradScaler`, and an import that renames it writes that name too)."""
         project = self.source.project
         return self.source.class_may_be_from(
-            func, scope, lambda home: project is not None and project.may_name(home, ("GradScaler",))
+            func,
+            scope,
+            lambda home: project is not None and project.may_name(home, ("GradScaler",), self.source.file),
         )
 
     def _makes_scaler(self, calls: list[CallRecord]) -> bool:

@@ -124,7 +124,7 @@ class OptimizerAnalysis:
             return False
 
         def mentions_a_replacement(path: Path) -> bool:
-            said = project.mentions(path, REPLACED_OR_OLD)
+            said = project.mentions(path, REPLACED_OR_OLD, source.file)
             if said is None:  # its bytes may not be its text: read the facts'
                 return any(word in other.text for other in callers.built([path]) for word in REPLACED_OR_OLD)
             return said

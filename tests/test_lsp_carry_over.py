@@ -1,0 +1,177 @@
+"""The Language Server keeps the project of its last full check for the next one (`Checker._full_linter`,
+`Project.carry_over`): the facts of other files, and the answers their analyses keep, stay where no file
+they read has changed since; anything else starts afresh. Whatever is kept, each check's findings must be
+those of a server that starts from nothing, after every kind of edit: inside a statement of the buffer,
+of another open buffer whose findings depend on it, a new import, a closed buffer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import record_calls
+
+from torchlint.index.project import Project
+from torchlint.lsp.checker import Checker
+from torchlint.lsp.documents import Buffer, BufferFileSystem
+
+MODEL = """\
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+class Net(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+"""
+DATA = """\
+from torch.utils.data import DataLoader
+
+
+def build_loader(dataset, batch_size):
+    return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+"""
+ENGINE = """\
+import torch
+
+
+def train_one_epoch(model, loader, optimizer):
+    for x, y in loader:
+        x, y = x.cuda(), y.cuda()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+TRAIN = """\
+import argparse
+
+import torch
+
+from data import build_loader
+from engine import train_one_epoch
+from model import Net
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--depth", type=int, default=24)
+args = parser.parse_args()
+
+model = Net(512, args.depth).cuda()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+loader = build_loader(dataset, 64)
+for epoch in range(10):
+    train_one_epoch(model, loader, optimizer)
+"""
+FILES = {"model.py": MODEL, "data.py": DATA, "engine.py": ENGINE, "train.py": TRAIN}
+
+# (the file edited, what is replaced, by what): each edit of another file changes the findings of the
+# files that read it, and the last two change a file's statements (a new import, a new function).
+CHECKPOINTED = "torch.utils.checkpoint.checkpoint(model, x, use_reentrant=False)"
+EDITS = [
+    ("train.py", "lr=1e-3", "lr=3e-4"),  # inside a statement: no other file reads train.py's optimizer
+    # model.py asks train.py (kept) about the engine its model is handed to: TL401 goes, then comes back
+    ("engine.py", "model(x)", CHECKPOINTED),
+    ("engine.py", CHECKPOINTED, "model(x)"),
+    ("train.py", "Net(512, args.depth)", "Net(512, 4)"),  # a small fixed depth: model.py's TL401 goes
+    ("data.py", "shuffle=True", "shuffle=True, num_workers=4, pin_memory=True"),
+    ("model.py", "for block in self.blocks:\n            x = block(x)", "x = self.blocks[0](x)"),
+    ("model.py", "x = self.blocks[0](x)", "for block in self.blocks:\n            x = block(x)"),
+    ("train.py", "Net(512, 4)", "Net(512, args.depth)"),  # TL401 back
+    ("data.py", "from torch.utils", "import os\nfrom torch.utils"),
+    ("model.py", "class Net(nn.Module):", "def depth_of(n):\n    return n\n\n\nclass Net(nn.Module):"),
+]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHLINT_NO_CACHE", "1")
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["ALL", "TL401"]\n')
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def _open(checker: Checker, path: Path, version: int, text: str) -> Buffer:
+    buffer = Buffer(path.as_uri(), version, text, path)
+    checker.fs.open(buffer)
+    return buffer
+
+
+def _findings(checker: Checker, buffer: Buffer) -> list[tuple[str, int, str]]:
+    return [(d.code, d.start, d.message) for d in checker.check(buffer).diagnostics]
+
+
+def _fresh(root: Path, texts: dict[str, str], name: str) -> list[tuple[str, int, str]]:
+    """What a server that starts from nothing finds in `name`, the buffers holding `texts`."""
+    checker = Checker(BufferFileSystem(), root)
+    buffers = {other: _open(checker, root / other, 1, text) for other, text in texts.items()}
+    return _findings(checker, buffers[name])
+
+
+def test_every_check_finds_what_a_new_server_finds_after_each_kind_of_edit(project):
+    checker = Checker(BufferFileSystem(), project)
+    texts = dict(FILES)
+    buffers = {name: _open(checker, project / name, 1, text) for name, text in texts.items()}
+    seen = {name: _findings(checker, buffer) for name, buffer in buffers.items()}
+    deep = [any(code == "TL401" for code, _, _ in seen["model.py"])]
+    for version, (edited, old, new) in enumerate(EDITS, 2):
+        assert old in texts[edited]
+        texts[edited] = texts[edited].replace(old, new)
+        buffers[edited] = _open(checker, project / edited, version, texts[edited])
+        for name in (edited, *(other for other in texts if other != edited)):
+            checker.drop(buffers[name].uri)
+            found = _findings(checker, buffers[name])
+            assert found == _fresh(project, texts, name), (edited, new, name)
+            seen[name] = found
+        deep.append(any(code == "TL401" for code, _, _ in seen["model.py"]))
+    # model.py's blocks: trained and not checkpointed, then checkpointed by the engine, then sized by a
+    # literal, then not applied by a loop, then deep again
+    assert deep == [True, True, False, True, False, False, False, False, True, True, True]
+
+
+def test_a_closed_buffer_is_read_from_disk_again(project):
+    checker = Checker(BufferFileSystem(), project)
+    _open(checker, project / "train.py", 1, TRAIN.replace("Net(512, args.depth)", "Net(512, 4)"))
+    model = _open(checker, project / "model.py", 1, MODEL)
+    assert not any(code == "TL401" for code, _, _ in _findings(checker, model))
+    checker.fs.close(project / "train.py")
+    checker.drop(model.uri)
+    assert any(code == "TL401" for code, _, _ in _findings(checker, model))
+
+
+def test_an_edit_inside_a_statement_builds_only_what_read_the_buffer(project, monkeypatch):
+    """Editing train.py's learning rate: model.py and data.py read nothing of train.py while train.py's
+    questions reach them, so their facts are not built again."""
+    checker = Checker(BufferFileSystem(), project)
+    _findings(checker, _open(checker, project / "train.py", 1, TRAIN))
+    built = record_calls(monkeypatch, Project, "_build", lambda self, path: path.name)
+    edited = _open(checker, project / "train.py", 2, TRAIN.replace("lr=1e-3", "lr=3e-4"))
+    _findings(checker, edited)
+    assert built == []
+
+
+def test_a_new_import_starts_a_new_project(project, monkeypatch):
+    checker = Checker(BufferFileSystem(), project)
+    _findings(checker, _open(checker, project / "train.py", 1, TRAIN))
+    made = record_calls(monkeypatch, Project, "__init__", lambda self, *args, **kwargs: self)
+    edited = _open(checker, project / "train.py", 2, "import os\n" + TRAIN)
+    _findings(checker, edited)
+    assert len(made) == 1
