@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import record_calls
+from test_lsp_result_cache import ENGINE
 
 from torchlint.index.project import Project
 from torchlint.lsp.checker import Checker
@@ -48,18 +49,6 @@ from torch.utils.data import DataLoader
 
 def build_loader(dataset, batch_size):
     return DataLoader(dataset, batch_size=batch_size, shuffle=True)
-"""
-ENGINE = """\
-import torch
-
-
-def train_one_epoch(model, loader, optimizer):
-    for x, y in loader:
-        x, y = x.cuda(), y.cuda()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
 """
 TRAIN = """\
 import argparse
