@@ -196,7 +196,9 @@ class Linter:
         # run to the end; their codes are added to `look.deferred`.
         rules = self.rules_for(settings, path)
         enabled = {rule.code for rule in rules}
-        full = not self.prefilter or any(rule.could_fire(text) for rule in rules if rule.code[2] != "0")
+        if self.prefilter:  # a rule whose words the text lacks cannot fire (as none on a file skipped whole)
+            rules = [rule for rule in rules if rule.could_fire(text)]
+        full = not self.prefilter or any(rule.code[2] != "0" for rule in rules)
         too_big = over_budget(len(text), full)
         if too_big is not None:  # before any parser: CPython's alone could take gigabytes
             not_analysed = io_error(path, f"{path}: {too_big}")
