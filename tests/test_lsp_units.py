@@ -159,3 +159,35 @@ def test_an_insertion_right_at_an_empty_finding_carries_it_once():
     empty = Diagnostic("TL1", "name", "msg", Severity.WARNING, "t.py", 1, 1)
     assert [(d.start, d.end) for d in carried([empty], old, new)] == [(1, 1)]
     assert [(d.start, d.end) for d in carried([empty], old, old)] == [(1, 1)]
+
+
+def test_a_request_waits_for_the_publish_of_its_documents_scheduled_check(tmp_path):
+    """The worker keeps a check's result before its publish reaches the event loop: a hover arriving in
+    between must not be answered from that result at once, or its answer overtakes the publish (a client
+    reading the diagnostics after the answer sees the first look's). With no check pending, it is."""
+    import asyncio
+
+    from torchlint.lsp.checker import Checked
+    from torchlint.lsp.server import build_server
+
+    server = build_server()
+    path = tmp_path / "train.py"
+    buffer = Buffer(path.as_uri(), 1, "x = 1\n", path)
+    known = Checked(1, buffer.text, [])
+    server.checker._checked[buffer.uri] = known
+    through_the_worker: list[str] = []
+
+    async def run(job, *args):
+        through_the_worker.append(job.__name__)
+        return known
+
+    server.worker.run = run  # type: ignore[method-assign]
+
+    async def ask() -> None:
+        assert await server.checked(buffer) is known
+        assert through_the_worker == []
+        server._pending[buffer.uri] = asyncio.get_running_loop().create_future()
+        assert await server.checked(buffer) is known
+        assert through_the_worker == ["check"]
+
+    asyncio.run(ask())
