@@ -13,20 +13,19 @@ Per tree, best wall clock of --repeat runs (CPU with it, summed over workers) an
 largest process: torchlint cold (no cache) with the default --jobs (the number of processes torchlint chose
 is printed), `-j 1` and `-j 2` cold, warm (the cache of the cold run), FILE alone cold, FILE alone warm (the
 cache of a whole run, FILE unchanged), FILE alone after a one-line edit (the cache warm from a whole run),
-FILE's floor (the interpreter's start, the imports and LibCST's parse of FILE: what no check of it can go
-below) and FILE checked with no other file (every rule, cross-file questions unanswered: a one-file run
-minus this is what the other files cost), the whole tree after that edit; ruff `--select ALL` cold;
-TorchFix `--select ALL` once when bench/.venv-torchfix exists (bench/lint_speed.py creates it). Ratios:
-torchlint / ruff, TorchFix / torchlint. Then a "targets" block, one line per target of issue 29 (issue
-16's where 29 names none) with the measured value and `met` or `not met`: FILE alone cold under 0.5 s,
-warm under 0.3 s, after the edit under 0.5 s (these two with FILE's floor and its check with no other
-file beside them); the cold tree at least 20x faster than TorchFix (when it ran) and, the stretch,
-within 10x of ruff; the whole tree after the edit under 2x (FILE alone after the edit) x (the files that
-depend on FILE, counted as the files that run re-checked instead of answering from the cache:
-`--show-phase2-count`);
-peak memory of the `-j 1` run under 200 MB (the issue names timm); the default --jobs no slower than
-`-j 1` (5% allowed for noise; met by construction where the default chose one process, the `-j 1` run
-itself).
+FILE's floor (the interpreter's start, the imports and, where the prefilter passes FILE, LibCST's parse of
+it: what no check of it can go below) and FILE checked with no other file (every rule, cross-file
+questions unanswered: a one-file run minus this is what the other files cost), the whole tree after that
+edit; ruff `--select ALL` cold; TorchFix `--select ALL` once when bench/.venv-torchfix exists
+(bench/lint_speed.py creates it). Ratios: torchlint / ruff, TorchFix / torchlint. Then a "targets" block,
+one line per target of issue 29 (issue 16's where 29 names none) with the measured value and `met` or
+`not met`: FILE alone cold under 0.5 s, warm under 0.3 s, after the edit under 0.5 s (these two with
+FILE's floor and its check with no other file beside them); the cold tree at least 20x faster than
+TorchFix (when it ran) and, the stretch, within 10x of ruff; the whole tree after the edit under 2x (FILE
+alone after the edit) x (the files that depend on FILE, counted as the files that run re-checked instead
+of answering from the cache: `--show-phase2-count`); peak memory of the `-j 1` run under 200 MB (the
+issue names timm); the default --jobs no slower than `-j 1` (5% allowed for noise; met by construction
+where the default chose one process, the `-j 1` run itself).
 
 --growth PATH (once or more) copies PATH's `.py` files (and configs) 1x, 2x, 4x and 8x side by side into
 one project root per size (bench/.work/real/growth-NAME/xN/copy1 ... copyN, with an empty `.git` at xN),
@@ -86,11 +85,17 @@ PEAK_MB_J1 = 200.0  # the whole tree with -j 1 (the issue names timm)
 PEAK_MB = 300.0  # growth copies (issue 16)
 LINEAR = 1.25  # growth: time / (factor x the 1x time) at most this
 JOBS_NOISE = 1.05  # the default --jobs "never slower than -j 1", with this much for noise
-# What one file's check cannot go below, timed in the same run: the interpreter's start, torchlint's and
-# LibCST's imports, and LibCST's parse of the file (FLOOR); then its check with every rule but no other file
-# (ALONE: cross-file questions answer "not in a project"). A one-file run minus ALONE is what the other
-# files' questions cost.
-FLOOR = "import sys, torchlint.cli, libcst; libcst.parse_module(open(sys.argv[1], encoding='utf-8').read())"
+# What one file's check cannot go below, timed in the same run: the interpreter's start, torchlint's
+# imports and its rules', and where a rule's words are in the file (the prefilter passes it), LibCST's
+# import and parse of it (FLOOR); then its check with every rule but no other file (ALONE: cross-file
+# questions answer "not in a project"). A one-file run minus ALONE is what the other files' questions cost.
+FLOOR = (
+    "import sys, torchlint.cli; from torchlint.rules.base import registered_rules; "
+    "text = open(sys.argv[1], encoding='utf-8').read(); "
+    "rules = registered_rules().values(); "
+    "parse = any(rule.could_fire(text) for rule in rules if rule.code[2] != '0'); "
+    "parse and __import__('libcst').parse_module(text)"
+)
 ALONE = (
     "import gc, sys; gc.disable(); import torchlint.cli; from torchlint.linter import Linter; "
     "from torchlint.workspace.settings import Settings; "
