@@ -35,6 +35,36 @@ def test_a_module_level_script_that_switches_anomaly_detection_on_is_flagged():
     assert _found(source, "TL508") == [("TL508", 3)]
 
 
+def test_a_module_that_never_switches_anomaly_detection_on_never_asks_whether_it_trains(monkeypatch):
+    """Whether a module trains is a cross-file question (the modules its calls reach): TL508 asks it only
+    of a module with a `detect_anomaly` call (each of timm's model files asked it, building what they call)."""
+    from functools import cached_property
+
+    from torchlint.facts.torch.models import ModelAnalysis
+
+    asked: list[str] = []
+    original = ModelAnalysis.trains.func
+
+    def trains(self) -> bool:
+        asked.append(self.source.path)
+        return original(self)
+
+    from support import facts_of
+
+    from torchlint.rules.tuning_guide.debugging import DebuggingAnalysis
+
+    recording = cached_property(trains)
+    recording.__set_name__(ModelAnalysis, "trains")
+    monkeypatch.setattr(ModelAnalysis, "trains", recording)
+    plain = facts_of("import torch\n\nmodel = Net().cuda()\n" + textwrap.dedent(LOOP))
+    assert plain.source.analysis(DebuggingAnalysis).anomaly_modes == []
+    assert asked == []
+    source = "import torch\n\ntorch.autograd.set_detect_anomaly(True)\nmodel = Net().cuda()\n"
+    switched = facts_of(source + textwrap.dedent(LOOP))
+    assert len(switched.source.analysis(DebuggingAnalysis).anomaly_modes) == 1
+    assert asked == [switched.source.path]
+
+
 def test_main_with_argparse_under_the_main_guard_is_flagged_and_the_message_names_the_call():
     source = """\
     import argparse

@@ -72,30 +72,6 @@ def test_prefilter_skips_files_that_cannot_trigger(tmp_path):
     assert (outcome.files_checked, outcome.parsed) == (2, 1)
 
 
-def test_a_parsed_file_runs_only_the_rules_whose_words_it_holds(monkeypatch):
-    """A file parsed for one rule does not run another whose words it lacks (that rule could not fire on
-    it, as no rule on a file the prefilter skips): a model file with no `anomaly` in it never asks whether
-    it trains for TL508. With the prefilter off, every rule runs."""
-    from support import record_calls
-
-    from torchlint.linter import Linter
-    from torchlint.rules.tuning_guide.rules import AnomalyDetectionInTraining
-    from torchlint.workspace.settings import Settings
-
-    text = (
-        "import torch\nfrom torch.utils.data import DataLoader\n\n"
-        "model = torch.nn.Linear(4, 1).cuda()\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for x, y in DataLoader(dataset, batch_size=8):\n"
-        "    loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())\n"
-        "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
-    )
-    ran = record_calls(monkeypatch, AnomalyDetectionInTraining, "check", lambda self, facts: self.code)
-    found = Linter().check_text("train.py", text, Settings(), in_project=False)
-    assert ran == [] and found
-    assert Linter(prefilter=False).check_text("train.py", text, Settings(), in_project=False) == found
-    assert ran == ["TL508"]
-
-
 def test_warm_cache_gives_the_cold_output(fixtures_copy):
     cold = run(RunOptions(paths=[fixtures_copy], jobs=1))
     assert (fixtures_copy / ".torchlint_cache" / "CACHEDIR.TAG").is_file()

@@ -42,9 +42,10 @@ class DebuggingAnalysis:
 
     @cached_property
     def anomaly_modes(self) -> list[AnomalyMode]:
+        """The calls that keep anomaly detection on, in a module that trains: the calls first, since
+        whether a module trains is a cross-file question (the modules its calls reach), and most modules
+        never switch it on (each of timm's model files asked it, building the modules they call)."""
         source = self.source
-        if not source.analysis(ModelAnalysis).trains:
-            return []
         found = []
         for record in source.calls:
             qualname = source.qualname(record.node.func, record.scope)
@@ -59,7 +60,7 @@ class DebuggingAnalysis:
                 found.append(AnomalyMode(record.node, f"`{source.code(record.node)}`"))
             elif self._entered(record.node):
                 found.append(AnomalyMode(record.node, f"`with {source.code(record.node)}`"))
-        return found
+        return found if found and source.analysis(ModelAnalysis).trains else []
 
     @cached_property
     def _entered_calls(self) -> set[int]:
