@@ -1,4 +1,5 @@
-"""Results kept for the process by the content they were computed from, within a budget.
+"""Results kept by what they were computed from: for the process by content, within a budget
+(`ByContent`), or for one module's facts by the identity of the nodes asked about (`ByIdentity`).
 
 The Language Server's every check is a new run, which would otherwise read, scan and parse all the other
 files its questions reach again: their content rarely changes between two keystrokes.
@@ -36,3 +37,19 @@ class ByContent(Generic[Content, Result]):
                 self._kept -= len(oldest)
         results[content] = found
         return found
+
+
+class ByIdentity(Generic[Result]):
+    """Answers of a pure question about syntax nodes (and a scope), kept by the objects' identities and an
+    optional hashable `extra` (a depth). The objects are kept with the answer: a question may ask about a
+    node it made, whose id another object could take once it is freed."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, tuple[tuple[object, ...], Result]] = {}
+
+    def answer(self, objects: tuple, compute: Callable[[], Result], extra: object = None) -> Result:
+        key = (*map(id, objects), extra)
+        kept = self._kept.get(key)
+        if kept is None:
+            kept = self._kept[key] = (objects, compute())
+        return kept[1]

@@ -38,6 +38,7 @@ from torchlint.facts.syntax.order import TextOrder
 from torchlint.facts.syntax.rebinding import NameChanges
 from torchlint.facts.syntax.spans import Spans, statement_at
 from torchlint.facts.syntax.values import Evaluator, Value
+from torchlint.memo import ByIdentity
 from torchlint.positions import LineIndex
 
 MAX_BASE_DEPTH = 4  # base classes followed up a class's hierarchy
@@ -131,9 +132,8 @@ class SourceModule:
         self._evaluator = Evaluator(self)
         self._analyses: dict[type, object] = {}
         self._orders: dict[int, TextOrder] = {}  # id(scope node) -> its nodes in the order of the text
-        # (id(expr), id(scope)) -> (expr, scope, `qualname`)
-        self._qualnames: dict[tuple[int, int], tuple[cst.BaseExpression, Scope, str | None]] = {}
-        self._reaching: dict[tuple[int, int], tuple[cst.Name, Scope, list[Assignment]]] = {}  # likewise
+        self._qualnames: ByIdentity[str | None] = ByIdentity()  # `qualname`, per expression and scope
+        self._reaching: ByIdentity[list[Assignment]] = ByIdentity()  # `reaching_values`, likewise
 
     def analysis(self, kind: type[Analysis]) -> Analysis:
         """This module's instance of an analysis (`kind(self)`), made on first use."""
@@ -285,11 +285,7 @@ class SourceModule:
         scope (about twenty questions ask it of every call's callee), with both, so that neither id is
         reused by another object while its answer is kept (a question may ask of an expression it made).
         """
-        key = (id(expr), id(scope))
-        kept = self._qualnames.get(key)
-        if kept is None:
-            kept = self._qualnames[key] = (expr, scope, self._qualname(expr, scope))
-        return kept[2]
+        return self._qualnames.answer((expr, scope), lambda: self._qualname(expr, scope))
 
     @staticmethod
     def _qualname(expr: cst.BaseExpression, scope: Scope) -> str | None:
@@ -718,11 +714,7 @@ class SourceModule:
         seq = torch.tensor(seq) else: continue`; `x.append(seq)` appends the tensor only). Kept per read
         and scope, as `qualname` is: tracing a loader's sources asks of the same reads again and again
         (timm's train.py: 1,253 questions, 42 different)."""
-        key = (id(name), id(scope))
-        kept = self._reaching.get(key)
-        if kept is None:
-            kept = self._reaching[key] = (name, scope, self._reaching_values(name, scope))
-        return list(kept[2])
+        return list(self._reaching.answer((name, scope), lambda: self._reaching_values(name, scope)))
 
     def _reaching_values(self, name: cst.Name, scope: Scope) -> list[Assignment]:
         bindings = [

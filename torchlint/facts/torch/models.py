@@ -45,6 +45,7 @@ from torchlint.facts.torch.devices import DeviceAnalysis
 from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
+from torchlint.memo import ByIdentity
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -197,9 +198,7 @@ class ModelAnalysis:
         self.source = source
         self._params: dict[int, dict[str, str]] | None = None
         self._optimized_only: list[Model] = []
-        # (id(expr), id(scope), depth) -> (expr, scope, `_parameter_receivers`); both objects held, so no
-        # id is taken by another expression while its answer is kept
-        self._receivers: dict[tuple[int, int, int], tuple[cst.CSTNode, Scope, list[Receiver]]] = {}
+        self._receivers: ByIdentity[list[Receiver]] = ByIdentity()  # per expression, scope and depth
 
     # -- what trains ------------------------------------------------------------------------------------
 
@@ -603,11 +602,8 @@ class ModelAnalysis:
         Kept per expression, scope and depth: a long script reaches the same names along many paths (timm's
         train.py: 6,120 searches, 174 different), and each search is a pure function of those three (the
         depth grows along every path, so a search never waits on itself)."""
-        key = (id(expr), id(scope), depth)
-        kept = self._receivers.get(key)
-        if kept is None:
-            kept = self._receivers[key] = (expr, scope, list(self._search_receivers(expr, scope, depth)))
-        return kept[2]
+        search = self._search_receivers
+        return self._receivers.answer((expr, scope), lambda: list(search(expr, scope, depth)), depth)
 
     def _search_receivers(self, expr: cst.CSTNode, scope: Scope, depth: int) -> Iterator[Receiver]:
         if depth > MAX_DEPTH:
