@@ -280,14 +280,17 @@ class TorchlintServer(LanguageServer):
             self.schedule(buffer)
 
     async def checked(self, buffer: Buffer) -> Checked:
-        """The buffer's diagnostics for a request: at once when this version was checked already and
-        published, else from the worker (after the jobs queued before it). While its scheduled check has
-        not published yet, the worker answers even a version it knows: the check keeps its result before
-        its publish reaches this loop, and an answer sent at once would overtake that publish."""
+        """The buffer's diagnostics for a request: when this version was checked already, once its
+        scheduled check has published (the worker keeps a check's result before its publish reaches this
+        loop: an answer sent at once would overtake that publish; other documents' checks are not waited
+        for); else from the worker (after the jobs queued before it)."""
         known = self.checker.known(buffer)
-        if known is not None and buffer.uri not in self._pending:
-            return known
-        return await self.worker.run(self.checker.check, buffer)
+        if known is None:
+            return await self.worker.run(self.checker.check, buffer)
+        publishing = self._pending.get(buffer.uri)
+        if publishing is not None:
+            await asyncio.wait({publishing})
+        return known
 
     def still_current(self, buffer: Buffer) -> None:
         """A request's answer waited for the worker; ContentModified if the buffer changed meanwhile (its
