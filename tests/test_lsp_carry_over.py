@@ -164,3 +164,71 @@ def test_a_new_import_starts_a_new_project(project, monkeypatch):
     edited = _open(checker, project / "train.py", 2, "import os\n" + TRAIN)
     _findings(checker, edited)
     assert len(made) == 1
+
+
+# engine.py keeps a running mean of the loss in a class of meters.py, whose code its analysis reads from
+# meters.py's export (what `meter.update(...)` may run: no backward pass, no step).
+METERS = """\
+class Meter:
+    def __init__(self):
+        self.total = 0.0
+
+    def update(self, value):
+        self.total += value * 1.0
+"""
+METERED = (
+    ENGINE.replace("import torch\n", "import torch\n\nfrom meters import Meter\n", 1)
+    .replace("    for x, y in loader:\n", "    meter = Meter()\n    for x, y in loader:\n")
+    .replace("        optimizer.step()\n", "        optimizer.step()\n        meter.update(loss.detach())\n")
+)
+METERED_FILES = {**FILES, "engine.py": METERED, "meters.py": METERS}
+
+
+def _after_meters_edit(project: Path, monkeypatch, meters: str) -> tuple[list[str], list, list]:
+    """train.py checked, then meters.py edited and train.py checked again: (the other files built again,
+    the findings, a new server's)."""
+    checker = Checker(BufferFileSystem(), project)
+    for name, text in METERED_FILES.items():
+        (project / name).write_text(text)
+    _findings(checker, _open(checker, project / "train.py", 1, TRAIN))
+    built = record_calls(monkeypatch, Project, "_build", lambda self, path: path.name)
+    _open(checker, project / "meters.py", 2, meters)
+    found = _findings(checker, _open(checker, project / "train.py", 2, TRAIN + "\n"))
+    texts = {**METERED_FILES, "meters.py": meters, "train.py": TRAIN + "\n"}
+    return list(built), found, _fresh(project, texts, "train.py")
+
+
+def test_what_read_only_the_edited_files_export_is_kept(project, monkeypatch):
+    """An edit inside a statement of meters.py that leaves its export as it was (a constant): engine.py,
+    which trains train.py's model and read only that export, keeps its facts, and so does model.py."""
+    built, found, fresh = _after_meters_edit(project, monkeypatch, METERS.replace("* 1.0", "* 0.5"))
+    assert built == []
+    assert found == fresh
+    assert any(code == "TL101" for code, _, _ in found)
+
+
+def test_what_read_an_export_the_edit_changed_is_made_again(project, monkeypatch):
+    """`update` now calls a function: what engine.py read of meters.py's export is not what it says now,
+    so engine.py is made again."""
+    built, found, fresh = _after_meters_edit(
+        project, monkeypatch, METERS.replace("value * 1.0", "float(value)")
+    )
+    assert built == ["engine.py"]
+    assert found == fresh
+
+
+def test_what_was_drawn_from_an_export_the_edit_changed_is_drawn_again(project):
+    """train.py's loop is handed to an engine that neither steps nor runs a backward pass yet (read from
+    engine.py's export: nothing is trained); once the engine's loop gains both, train.py's model is
+    trained, as a new server finds."""
+    checker = Checker(BufferFileSystem(), project)
+    idle = ENGINE.replace("        loss.backward()\n", "").replace("        optimizer.step()\n", "")
+    _open(checker, project / "engine.py", 1, idle)
+    for name in ("model.py", "data.py"):
+        _open(checker, project / name, 1, FILES[name])
+    before = _findings(checker, _open(checker, project / "train.py", 1, TRAIN))
+    assert not any(code == "TL101" for code, _, _ in before)
+    _open(checker, project / "engine.py", 2, ENGINE)
+    found = _findings(checker, _open(checker, project / "train.py", 2, TRAIN + "\n"))
+    assert any(code == "TL101" for code, _, _ in found)
+    assert found == _fresh(project, {**FILES, "train.py": TRAIN + "\n"}, "train.py")

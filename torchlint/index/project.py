@@ -98,6 +98,8 @@ class Project:
         self._real_paths: dict[Path, Path] = {}
         self._words: ImportWords | None = None  # what each file's import lines name, once asked
         self._depends: dict[Path, set[Path]] = {}  # file -> the files its analysis consulted
+        # file -> those of them whose facts or text it read (not only their exports): `carry_over`
+        self._reads_code: dict[Path, set[Path]] = {}
         self._subclassed: dict[Path, list[Path]] = {}  # file -> `subclassed_in(file)`
         self._memos: dict[str, dict] = {}
         self.asks_exports = True  # False: a run that builds every file's facts (`Linter.ask_exports`)
@@ -129,11 +131,13 @@ class Project:
         """Every Python file of the project (what "who imports this file?" was answered from)."""
         return list(self._python_files())
 
-    def _consulted(self, file: Path) -> set[Path]:
+    def _consulted(self, file: Path, edges: dict[Path, set[Path]] | None = None) -> set[Path]:
+        """The files `file`'s analysis consulted, transitively (along `edges`: by default every one)."""
+        edges = self._depends if edges is None else edges
         seen: set[Path] = set()
         todo = [self._real(file)]
         while todo:
-            for dependency in self._depends.get(todo.pop(), ()):
+            for dependency in edges.get(todo.pop(), ()):
                 if dependency not in seen:
                     seen.add(dependency)
                     if dependency != ALL_FILES:
@@ -254,14 +258,18 @@ class Project:
             return None
         return built
 
-    def _consults(self, requester: Path, path: Path) -> None:
-        """`requester`'s analysis depends on `path` (resolved) from now on."""
-        self._depends.setdefault(self._real(requester), set()).add(path)
+    def _consults(self, requester: Path, path: Path, code: bool = False) -> None:
+        """`requester`'s analysis depends on `path` (resolved) from now on: on its export (what its bytes
+        tell other files), or with `code` on its facts or text."""
+        requester = self._real(requester)
+        self._depends.setdefault(requester, set()).add(path)
+        if code:
+            self._reads_code.setdefault(requester, set()).add(path)
 
     def facts_for(self, path: Path, requester: Path | None = None) -> SourceModule | None:
         path = self._real(path)
         if requester is not None:
-            self._consults(requester, path)
+            self._consults(requester, path, code=True)
         self._asked.add(path)
         if path not in self._facts:
             self._facts[path] = None  # while building: a cycle of imports sees "unknown"
@@ -285,24 +293,40 @@ class Project:
         if self._python_files() != files:
             return False
         changed: dict[Path, bytes] = {}
+        exported: set[Path] = set()  # the changed files whose code tells other files something else
         for file in files:
             try:
                 data = self.fs.read_bytes(file)
             except OSError:
                 return False
-            if data != self._bytes.get(file):
-                if _exports_of(data) != _exports_of(self._bytes.get(file, b"")):
+            before = self._bytes.get(file, b"")
+            if data != before:
+                if _exports_of(data) != _exports_of(before):
                     return False  # a new import, class or def: the index's answers may change
                 changed[file] = data
+                if _code_exports_of(data) != _code_exports_of(before):
+                    exported.add(file)
         stale = {*changed, self._real(checked)}
-        for file in [file for file in self._facts if file in stale or self._consulted(file) & stale]:
+        for file in [file for file in self._facts if self._reads_changed(file, stale, exported)]:
             self._forget(file)
         self._bytes.update(changed)
         for file in stale:
             self._exports.pop(file, None)
-        self._homes_of.clear()
-        self._memos.clear()
+        if exported:  # what was drawn from exports (where names lead, what calls may run) may differ
+            self._homes_of.clear()
+            self._memos.clear()
         return True
+
+    def _reads_changed(self, file: Path, stale: set[Path], exported: set[Path]) -> bool:
+        """Whether `file`'s facts must be made again: it is one of `stale`, or its analysis read the facts or
+        text of one (directly, or through the facts of files it read), or the export of a file whose code
+        export changed (`exported`; through any file). What read only a changed file's export, which the
+        change left as it was, holds nothing of it: the modules around yolov5's `models/common.py` find its
+        classes from its statements and follow its methods' calls in its export, so an edit inside a
+        block's `forward` does not make them again (nor the scripts that read their facts)."""
+        if file in stale or self._consulted(file, self._reads_code) & stale:
+            return True
+        return bool(exported) and bool(self._consulted(file) & exported)
 
     def _forget(self, path: Path) -> None:
         """Drop a file's facts; what it depends on stays (`_depends` also holds what other files' questions
@@ -516,7 +540,7 @@ class Project:
         depends on `path`'s text from now on (its answer may change with it)."""
         path = self._real(path)
         if requester is not None:
-            self._consults(requester, path)
+            self._consults(requester, path, code=True)
         wanted = self._with_aliases(set(names))
         text = self._facts_text(path, checked_only=False)
         if text is not None:  # the text being checked (an editor's buffer), not the one on disk
@@ -533,7 +557,7 @@ class Project:
         `path`'s text from now on."""
         path = self._real(path)
         if requester is not None:
-            self._consults(requester, path)
+            self._consults(requester, path, code=True)
         text = self._facts_text(path, checked_only=False)
         if text is not None:
             return any(word in text for word in words)
