@@ -305,6 +305,28 @@ def test_a_whole_run_parses_each_file_once_and_reports_as_a_check_of_it_alone(tm
     assert ("TL301", 8) in found
 
 
+def test_the_project_files_are_their_real_paths_through_linked_folders_and_files(tmp_path):
+    """The walk names each file by its real path (what every question compares): through a project root
+    reached by a link, and for a linked file, where it leads."""
+    from torchlint.workspace.fs import FileSystem
+
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (real / "train.py").write_text("import torch\n")
+    (real / "pkg" / "model.py").write_text("import torch\n")
+    (real / "shared").mkdir()
+    (real / "shared" / "utils.py").write_text("x = 1\n")
+    (real / "pkg" / "utils.py").symlink_to(real / "shared" / "utils.py")
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    files = Project(tmp_path / "link", FileSystem(), None, None, None).python_files()
+    assert sorted(files) == [
+        real / "pkg" / "model.py",
+        real / "shared" / "utils.py",  # pkg/utils.py, a link
+        real / "shared" / "utils.py",
+        real / "train.py",
+    ]
+
+
 def test_a_checked_files_header_is_read_from_the_bytes_the_scan_holds(tmp_path, monkeypatch):
     """The exports kept by content are keyed by the file's bytes: a checked file's statements are looked up
     with the bytes the import scan read, not a second copy of them (1.5 MB of timm's peak)."""

@@ -677,9 +677,11 @@ class Project:
         if self._files is not None:
             return self._files
         found: list[Path] = []
-        folders = [] if too_wide(self.root) else [str(self.root)]  # never a walk of / or ~
+        # (a folder as walked, its real path): a file's real path is its folder's and its name, found
+        # without resolving each file (the editor walks the project again at each keystroke)
+        folders = [] if too_wide(self.root) else [(str(self.root), self.root.resolve())]  # never / or ~
         while folders:
-            folder = folders.pop(0)
+            folder, real = folders.pop(0)
             try:
                 entries = self.fs.scandir(folder)
             except OSError:
@@ -687,11 +689,12 @@ class Project:
             subfolders = []
             for entry in entries:
                 try:
-                    if self.fs.entry_kind(entry, follow_symlinks=False) == "dir":
+                    kind = self.fs.entry_kind(entry, follow_symlinks=False)
+                    if kind == "dir":
                         if entry.name not in DEFAULT_EXCLUDES and not entry.name.startswith("."):
-                            subfolders.append(entry.path)
-                    elif entry.name.endswith(".py"):
-                        found.append(Path(entry.path).resolve())
+                            subfolders.append((entry.path, real / entry.name))
+                    elif entry.name.endswith(".py"):  # a link: where it leads
+                        found.append(real / entry.name if kind == "file" else Path(entry.path).resolve())
                 except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
                     continue
             folders[:0] = subfolders  # depth first, in name order
