@@ -329,7 +329,7 @@ def test_the_project_files_are_their_real_paths_through_linked_folders_and_files
 
 def test_a_checked_files_header_is_read_from_the_bytes_the_scan_holds(tmp_path, monkeypatch):
     """The exports kept by content are keyed by the file's bytes: a checked file's statements are looked up
-    with the bytes the import scan read, not a second copy of them (1.5 MB of timm's peak)."""
+    with the bytes the import scan read, not a second copy of them (1.2-1.4 MB of timm's peak)."""
     import torchlint.index.project as index
     from torchlint.linter import Linter
     from torchlint.workspace.settings import Settings

@@ -269,9 +269,9 @@ class Checker:
     def _full_linter(self, buffer: Buffer) -> Linter:
         """The linter of the last full check, its projects carried over to this one where the files changed
         since only inside their statements (`Linter.carry_over`): the other files' facts and answers that
-        read no changed file are kept, so a keystroke in yolov5's `train.py` is not a new analysis of the
-        modules it imports (those whose answers read the buffer are: the scripts that train the blocks of
-        `models/common.py` resolve its classes). A new one where anything else changed."""
+        read no changed file's code (nor an export the change altered) are kept, so a keystroke in yolov5's
+        `train.py` or `models/common.py` is not a new analysis of the modules around it. A new one where
+        anything else changed."""
         kept = self._full
         if kept is None or buffer.path is None or not kept.carry_over(buffer.path):
             kept = self._full = self._linter()

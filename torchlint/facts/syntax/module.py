@@ -83,7 +83,7 @@ class ProjectIndex(Protocol):
 
     def mentions(self, path: Path, words: Collection[str], requester: Path | None = None) -> bool | None:
         """Whether project file `path`'s text holds one of `words`, read without building its facts (None:
-        unknown)."""
+        unknown); `requester` depends on `path`'s text from now on."""
         ...
 
     def scanned(self, path: Path) -> bool:
