@@ -151,6 +151,8 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
     if jobs > 1 and len(pending) > 1:
         checked = _in_parallel([targets[index] for index in pending], options, jobs, asks_exports, lets_go)
         outcome.processes = jobs
+        for result in checked:  # the workers' exports: this process writes the store, once
+            linter.receive(result.exports)
     else:
         checked = [worker.check(targets[index]) for index in pending]
     linter.flush()
@@ -248,7 +250,7 @@ def _start_worker(options: RunOptions, stop, parent: int, asks_exports: bool, le
     linter = Linter(prefilter=options.prefilter, fs=fs)
     linter.ask_exports(asks_exports)
     linter.let_go(lets_go)
-    _process_worker = _Worker(linter, options, fs)
+    _process_worker = _Worker(linter, options, fs, hands_over=True)
 
 
 def _check_in_worker(target: Target) -> Outcome:
@@ -264,16 +266,18 @@ def _check_in_worker(target: Target) -> Outcome:
     assert outcome is not None
     fs = _process_worker.fs
     outcome.observed = fs.drain() if isinstance(fs, RecordingFileSystem) else {}
+    outcome.exports = _process_worker.linter.handover()
     return outcome
 
 
 class _Worker:
     """Checks (and fixes) one file at a time; one per process, with its linter, projects and caches."""
 
-    def __init__(self, linter: Linter, options: RunOptions, fs: FileSystem) -> None:
+    def __init__(self, linter: Linter, options: RunOptions, fs: FileSystem, hands_over: bool = False) -> None:
         self.linter = linter
         self.options = options
         self.fs = fs
+        self.hands_over = hands_over  # a worker process: the exports it computes go to the parent
         self._caches: dict[Path, ResultCache] = {}
         if options.cache:  # the project index's import scan remembers files by content, in the same folder
             linter.import_summaries = self._import_summaries
@@ -286,7 +290,9 @@ class _Worker:
 
         # In the project's cache folder (`root` itself, unless it is a folder outside the working directory
         # with no project of its own: that one's summaries are kept where its results are).
-        return ImportsCache(cache_folder(self.linter.root_of(root), self.options.cache_dir), root)
+        store = ImportsCache(cache_folder(self.linter.root_of(root), self.options.cache_dir), root)
+        store.hands_over = self.hands_over
+        return store
 
     def _cache_for(self, target: Target) -> ResultCache | None:
         from torchlint.cache.results import ResultCache

@@ -32,6 +32,7 @@ from torchlint.workspace.settings import Settings, enabled_codes
 if TYPE_CHECKING:
     from torchlint.facts import ModuleFacts
     from torchlint.facts.syntax.collect import Collected
+    from torchlint.facts.torch.exports import Export
     from torchlint.index.project import ImportSummaries, Project
 
 MAX_FIX_PASSES = 10
@@ -81,9 +82,11 @@ class Linter:
 
     def project_for(self, file: Path) -> Project:
         """One cross-file index per project root and run, shared by every file checked in it."""
+        return self._project(self.index_root_of(file.resolve().parent))
+
+    def _project(self, root: Path) -> Project:
         from torchlint.index.project import Project
 
-        root = self.index_root_of(file.resolve().parent)
         if root not in self._projects:
             summaries = self.import_summaries(root)
             self._projects[root] = Project(root, self.fs, summaries, self.parse_other, self.collect_other)
@@ -102,6 +105,16 @@ class Linter:
         """At the end of a run: what the projects' indexes computed, stored for the next run."""
         for project in self._projects.values():
             project.flush(final=True)
+
+    def handover(self) -> dict[Path, dict[str, Export]]:
+        """In a worker process, after a file: the exports its projects computed since the last handover,
+        by project root, for the parent (`receive`), which stores them."""
+        return {root: found for root, project in self._projects.items() if (found := project.handover())}
+
+    def receive(self, handed: dict[Path, dict[str, Export]]) -> None:
+        """A worker's `handover`, stored with this linter's `flush`."""
+        for root, found in handed.items():
+            self._project(root).receive(found)
 
     def ask_exports(self, asks: bool) -> None:
         """Whether cross-file questions ask other files' exports before building their facts: worth it

@@ -52,6 +52,7 @@ class Outcome:
     processes: int = 1  # the processes the files were checked in (the chosen --jobs)
     replayed: bool = False  # the whole outcome came from a recorded identical run (torchlint.cache.replay)
     observed: dict = field(default_factory=dict)  # a worker's file-system record (torchlint.cache.fs)
+    exports: dict = field(default_factory=dict)  # a worker's new exports, by project root (Linter.handover)
 
     def add_findings(
         self,

@@ -7,6 +7,12 @@ are kept here, one sealed entry per project (`index/imports-<root>.json`), keyed
 by the hash of each file's content and by torchlint's own code. An entry holds only the current contents of
 the project's files: edits never make it grow. Resolving the names to files is not cached (it depends on
 which files exist).
+
+One writer per run: the entry is written once, at the end (and every so many new exports in a long run in
+one process), never after each question: it holds the whole project's exports, and a one-file check wrote it
+up to 13 times (yolov5's `models/common.py` after an edit). Worker processes write none: each hands what it
+found to the run's parent (`handover`, `receive`), which writes one entry with all of it (each worker writing
+its own, the last one kept only what it had read and found: the others' exports were parsed again next run).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class ImportsCache:
         self._stored: dict[str, Export] | None = None
         self._used: dict[str, Export] = {}
         self._changed = False
+        self._new: dict[str, Export] = {}  # found since the last `handover`
+        self.hands_over = False  # in a worker process: what it finds goes to the parent, which writes
 
     def get(self, data: bytes) -> Export | None:
         key = content_hash(data)
@@ -40,19 +48,35 @@ class ImportsCache:
         return found
 
     def put(self, data: bytes, summary: Export) -> None:
-        self._used[content_hash(data)] = summary
+        key = content_hash(data)
+        self._used[key] = summary
+        if self.hands_over:
+            self._new[key] = summary
         self._changed = True
 
     def save(self, present: Iterable[bytes]) -> None:
         """Write what earlier runs and this one found, for the files whose bytes are `present` (a scan
         parses only the files that could answer its question: what it did not use is kept while its file
-        is unchanged, and dropped once it is not), when anything was new or dropped."""
+        is unchanged, and dropped once it is not), when anything was new or dropped. In a worker process
+        nothing: its parent writes what it hands over."""
+        if self.hands_over:
+            return
         live = {content_hash(data) for data in present}
         kept = {key: value for key, value in {**self._entries(), **self._used}.items() if key in live}
         if self._changed or len(kept) != len(self._entries()):
             files = {key: export.to_json() for key, export in kept.items()}
             write_entry(self.folder, self.name, {"code": code_digest(), "files": files}, self.root)
             self._stored, self._changed = kept, False
+
+    def handover(self) -> dict[str, Export]:
+        """What this worker's store found since its last handover, for the parent's `receive`."""
+        found, self._new = self._new, {}
+        return found
+
+    def receive(self, found: dict[str, Export]) -> None:
+        """A worker's `handover`: written with this store's next `save`."""
+        self._used.update(found)
+        self._changed = True
 
     def _entries(self) -> dict[str, Export]:
         if self._stored is None:

@@ -56,6 +56,12 @@ class ImportSummaries(Protocol):
     def save(self, present: Iterable[bytes]) -> None:
         """Keep what earlier runs and this one found, for the files whose bytes are `present` now."""
 
+    def handover(self) -> dict[str, Export]:
+        """What was found since the last handover (a worker process's, for its parent), by content key."""
+
+    def receive(self, found: dict[str, Export]) -> None:
+        """Another process's `handover`, kept with the next `save`."""
+
 
 class Project:
     def __init__(
@@ -90,7 +96,7 @@ class Project:
         self._scanned: dict[Path, Export | None] = {}  # file -> its export's statements (None: not Python)
         self._resolved: dict[Path, set[Path]] = {}  # file -> the project files its imports resolve to
         self._aliases: dict[str, set[str]] = {}  # name -> what an `import ... as` calls it
-        self._unsaved: bool | None = None  # parsed and not yet handed to `summaries` (None: nothing saved)
+        self._unsaved = False  # parsed and not yet handed to `summaries`
         self._new_exports = 0  # exports computed since the last save
         self._modules: dict[tuple[Path, str], Path | None] = {}
         self._modules_of: dict[tuple[Path, str], Path | None] = {}  # by importer: no `.parent` to make
@@ -444,7 +450,6 @@ class Project:
                     and path in self._imported_files(file, everything[file])
                 ]
             self._subclassed[path] = found
-            self._save_summaries()
         return list(found)
 
     def may_derive(self, path: Path, name: str, requester: Path) -> bool:
@@ -467,10 +472,26 @@ class Project:
 
     def flush(self, final: bool = False) -> None:
         """Hand the exports computed since the last save to the store: at the end of a run (`final`), else
-        once enough are new (each save writes the project's whole entry; none when nothing is new: the
-        first save of a run reads every project file, to drop what no file holds any longer)."""
-        if self._unsaved and (final or self._new_exports >= SAVE_EVERY):
-            self._save_summaries()
+        once enough are new (each save writes the project's whole entry, so questions never save). A save
+        reads every project file, to drop what no file holds any longer: at the end of a run also with
+        nothing new where this run read them anyway (the store then writes only if it dropped one)."""
+        if self.summaries is None:
+            return
+        due = self._unsaved and (final or self._new_exports >= SAVE_EVERY)
+        if due or (final and self._bytes is not None):
+            self.summaries.save(self._project_bytes().values())
+            self._unsaved, self._new_exports = False, 0
+
+    def handover(self) -> dict[str, Export]:
+        """The exports computed here since the last handover (a worker process's, for the run's parent:
+        `receive`); none without a store."""
+        return self.summaries.handover() if self.summaries is not None else {}
+
+    def receive(self, found: dict[str, Export]) -> None:
+        """Exports a worker process computed (its `handover`), saved with this project's next `flush`."""
+        if self.summaries is not None and found:
+            self.summaries.receive(found)
+            self._unsaved = True
 
     def scanned(self, path: Path) -> bool:
         """Whether the import scan parsed `path` (CPython reads it as Python), as it reads its statements."""
@@ -598,7 +619,6 @@ class Project:
                 if file != path and path in self._imported_files(file, everything[file]):
                     found.add(file)
             self._importers[path] = sorted(found)
-            self._save_summaries()
         return list(self._importers[path])
 
     def _with_aliases(self, names: set[str]) -> set[str]:
@@ -624,7 +644,6 @@ class Project:
                 if imports is not None:
                     found.update(asname for imported, asname in imports.aliases if imported == name)
             self._aliases[name] = found
-            self._save_summaries()
         return self._aliases[name]
 
     def _import_words(self) -> ImportWords:
@@ -654,13 +673,6 @@ class Project:
                     self._new_exports += 1
             self._scanned[file] = found
         return self._scanned[file]
-
-    def _save_summaries(self) -> None:
-        """After each question: the first of a run also drops what no current file holds any longer."""
-        self._new_exports = 0
-        if self.summaries is not None and self._unsaved is not False:
-            self.summaries.save(self._project_bytes().values())
-            self._unsaved = False
 
     def _project_bytes(self) -> dict[Path, bytes]:
         """Every readable project file's bytes, read once per run."""
