@@ -602,3 +602,17 @@ def test_debug_exports_says_which_scopes_may_run_a_backward_pass_or_name_a_compi
     assert result.output.endswith(
         "scopes:\n  <module>: step\n  step (may run a backward pass itself) (names a compiler): x.backward\n"
     )
+
+
+def test_an_export_is_read_from_the_tree_the_syntax_check_kept_where_the_bytes_parse_as_its_text():
+    from torchlint.pyast import kept_ast, python_ast
+
+    text = "import torch\n\ndef step(loss):\n    loss.backward()\n"
+    tree = python_ast(text)
+    assert kept_ast(text.encode()) is tree
+    assert export_of_bytes(text.encode()) == export_of_bytes(text.encode() + b"\n")  # the same statements
+    declared = "# -*- coding: latin-1 -*-\n" + text  # bytes obey the declaration, a text does not
+    python_ast(declared)
+    assert kept_ast(declared.encode()) is None
+    assert kept_ast(b"\xef\xbb\xbf" + text.encode()) is None
+    assert kept_ast(b"x = '\xff'\n") is None  # not UTF-8

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES
+from torchlint.pyast import kept_ast
 
 
 class ScopeExport(NamedTuple):
@@ -148,9 +149,11 @@ def export_of_bytes(data: bytes, code: bool = True) -> Export | None:
     (imports, classes, functions) and no scopes (`scopes` is None): the import scan reads many files whose
     code no question asks about, and walking every expression is most of an export's time."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(data)
+        tree = kept_ast(data)
+        if tree is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(data)
         exporter = _Exporter(data)
         return exporter.export(tree) if code else exporter.statements(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
