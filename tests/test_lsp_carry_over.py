@@ -250,3 +250,33 @@ def test_a_keystroke_parses_the_buffer_with_cpython_once(project, monkeypatch):
     found = _findings(checker, edited)
     assert parsed == [len(edited.text)]
     assert found == _fresh(project, {**FILES, "train.py": edited.text}, "train.py")
+
+
+def test_a_first_look_after_an_edit_inside_statements_leaves_the_rules_that_read_other_files(
+    project, monkeypatch
+):
+    """Those rules would be stopped again after most of their work on the buffer, which the full check
+    does anew: the first look shows their last findings (where the edit left them) and runs the others.
+    A new import is a new question: every rule runs in the first look again."""
+    import torchlint.linter as linter_module
+
+    checker = Checker(BufferFileSystem(), project)
+    for name in ("model.py", "data.py", "engine.py"):
+        _open(checker, project / name, 1, FILES[name])
+    first = _open(checker, project / "train.py", 1, TRAIN)
+    assert not checker.glance(first).complete
+    _findings(checker, first)
+    ran = record_calls(
+        monkeypatch, linter_module._ToyDemo, "skips", lambda toy, rule: rule.code
+    )  # each rule run
+    edited = _open(checker, project / "train.py", 2, TRAIN.replace("lr=1e-3", "lr=5e-4"))
+    glance = checker.glance(edited)
+    in_first_look = set(ran)
+    assert "TL101" not in in_first_look and "TL304" in in_first_look
+    assert ("TL101", 13) in {(d.code, d.location.line) for d in glance.diagnostics}  # the last full check's
+    ran.clear()
+    assert _findings(checker, edited) == _fresh(project, {**FILES, "train.py": edited.text}, "train.py")
+    ran.clear()
+    imported = _open(checker, project / "train.py", 3, "import os\n" + edited.text)
+    checker.glance(imported)
+    assert "TL101" in ran

@@ -101,6 +101,19 @@ class Linter:
         with _without_cyclic_gc():
             return all(project.carry_over(checked) for project in self._projects.values())
 
+    def statements_of(self, text: str, data: bytes) -> object:
+        """What a file of this text, held as these bytes, imports, defines and binds
+        (`index.project.statements_of`): equal for two versions of a buffer whose edits stayed inside its
+        statements; None where CPython does not parse it. Read from the tree of the text, which is kept for
+        the syntax check that follows."""
+        from torchlint.index.project import statements_of
+
+        try:
+            python_ast(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        return statements_of(data)
+
     def flush(self) -> None:
         """At the end of a run: what the projects' indexes computed, stored for the next run."""
         for project in self._projects.values():
@@ -191,13 +204,16 @@ class Linter:
         *,
         in_project: bool | None = None,
         later: frozenset[str] = frozenset(),
+        skip_later: bool = False,
     ) -> tuple[list[Diagnostic], frozenset[str]]:
         """The first look of the editor's two-pass check (`index.alone`): `check_text`'s findings of the
         rules whose check reads no other file's code, and the codes of the rules that would (their findings
         come with the full check; TL003's too then, as an unused noqa is known only once every finding is).
         When no code is left, the findings are the full check's. `later`: the codes an earlier first look left
-        (they run last; see `_run_rules_alone`)."""
-        look = _FirstLook(later)
+        (they run last; see `_run_rules_alone`); with `skip_later`, they are not run at all and are left
+        for the full check again (an edit of the same buffer inside its statements: they would most likely
+        be stopped again, after most of their work on this file, which the full check then does anew)."""
+        look = _FirstLook(later, skip_later)
         with _room_to_recurse(), _without_cyclic_gc():
             found = self._check_text(path, text, settings, in_project, look)
         return found, frozenset(look.deferred)
@@ -289,6 +305,9 @@ class Linter:
 
         found: list[Diagnostic] = []
         todo = sorted(rules, key=lambda rule: rule.code in look.later)
+        if look.skip_later:
+            look.deferred.update(rule.code for rule in todo if rule.code in look.later)
+            todo = [rule for rule in todo if rule.code not in look.later]
         while todo:
             facts = fresh()
             toy = _ToyDemo(facts)
@@ -429,6 +448,7 @@ class _FirstLook:
     """A first look's bookkeeping (`Linter.check_own_file`)."""
 
     later: frozenset[str]  # the rules to run last
+    skip_later: bool = False  # or not at all: left to the full check
     deferred: set[str] = field(default_factory=set)  # the rules that asked about another file's code
 
 

@@ -824,6 +824,12 @@ _code_exports_of: Callable[[bytes], Export | None] = ByContent(
 )
 
 
+def statements_of(data: bytes) -> Export | None:
+    """What a file's statements import, define and bind (its export without its code's scopes; None where
+    CPython does not parse it), kept by content: two texts with equal statements differ inside them only."""
+    return _exports_of(data)
+
+
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
     if not parts:
         init = base / "__init__.py"

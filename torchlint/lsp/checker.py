@@ -37,7 +37,7 @@ from torchlint.cache.results import ResultCache, file_list_digest
 from torchlint.diagnostics import Diagnostic
 from torchlint.linter import FixResult, Linter
 from torchlint.lsp.convert import carried
-from torchlint.lsp.documents import Buffer, BufferFileSystem
+from torchlint.lsp.documents import Buffer, BufferFileSystem, encoded
 from torchlint.lsp.parsing import OtherFiles, StatementParser
 from torchlint.rules.base import registered_rules
 from torchlint.workspace.discovery import SettingsResolver, display_name
@@ -95,7 +95,9 @@ class Checker:
         self._checked: dict[str, Checked] = {}
         self._shown: dict[str, Checked] = {}  # the last full check of each buffer, kept through `forget`
         self._missed: tuple | None = None  # the version the result cache did not hold (`_cached`)
-        self._later: frozenset[str] = frozenset()  # the rules the last first look left for the full check
+        # The rules each buffer's last first look left for the full check, and the buffer's statements then.
+        self._later: dict[str, tuple[frozenset[str], object]] = {}
+        self._last_later: frozenset[str] = frozenset()  # any buffer's: the order of a buffer's first look
         self._fixed: dict[str, tuple[tuple, FixResult]] = {}
         self._caches: dict[Path, ResultCache] = {}
         self._full: Linter | None = None  # the full checks' linter, kept from one check to the next
@@ -113,9 +115,11 @@ class Checker:
         self._full = None
         self._checked.clear()
         self._fixed.clear()
+        self._later.clear()
 
     def drop(self, uri: str) -> None:
         self._checked.pop(uri, None)
+        self._later.pop(uri, None)
         self._shown.pop(uri, None)
         self._fixed.pop(uri, None)
 
@@ -165,7 +169,9 @@ class Checker:
         code (`Linter.check_own_file`), and the last full check's findings of the other rules where the edit
         since left them in place (they move with the text around them; one the edit touched waits for
         the check). Complete, and kept as the version's result, when no rule needed another file (or this
-        version's result is known, or in the result cache)."""
+        version's result is known, or in the result cache). After an edit that left the buffer's statements
+        as they were, the rules its last first look left are left again without running (most of their
+        work on the buffer, which the full check does anew, came before they were stopped)."""
         known = self.known(buffer)
         if known is not None:
             return Glance(known.diagnostics, complete=True)
@@ -175,10 +181,21 @@ class Checker:
         cached = self._cached(buffer, settings, slot, linter)
         if cached is not None:
             return Glance(cached.diagnostics, complete=True)
+        statements = linter.statements_of(buffer.text, encoded(buffer.text))
+        later, before_statements = self._later.get(buffer.uri, (frozenset(), None))
         found, deferred = linter.check_own_file(
-            buffer.display, buffer.text, settings, in_project=buffer.path is not None, later=self._later
+            buffer.display,
+            buffer.text,
+            settings,
+            in_project=buffer.path is not None,
+            later=later or self._last_later,
+            skip_later=bool(later) and statements is not None and statements == before_statements,
         )
-        self._later = deferred or self._later
+        if deferred:
+            self._later[buffer.uri] = (deferred, statements)
+            self._last_later = deferred
+        else:
+            self._later.pop(buffer.uri, None)
         if not deferred:  # the full check's answer; what it asked of other files' headers is recorded
             if slot is not None:
                 self._store(buffer, slot, linter, found)
