@@ -132,3 +132,17 @@ def test_the_fix_keeps_the_codes_that_are_used():
 def test_add_noqa_merges_with_the_lines_comments(before, codes, after):
     text, added = add_noqa(before, codes)
     assert (text, added) == (after, int(after != before))
+
+
+def test_a_text_is_tokenized_once_for_its_comments_however_often_it_is_checked(monkeypatch):
+    """The suppressions and the unused-noqa check read the same comments, and the editor checks a buffer
+    twice (its first look, then the full check): Python's tokenizer is slow (13 ms on yolov5's train.py)."""
+    import torchlint.noqa as noqa_module
+
+    text = USES.format(first="  # noqa: TL304, TL999", second="  # noqa: TL303") + "# tokenized once\n"
+    tokenized = []
+    original = noqa_module._read_comments
+    monkeypatch.setattr(noqa_module, "_read_comments", lambda text: tokenized.append(1) or original(text))
+    assert codes_and_lines(text) == [("TL003", 2)]
+    assert codes_and_lines(text) == [("TL003", 2)]
+    assert tokenized == [1]

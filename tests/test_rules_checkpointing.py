@@ -455,6 +455,37 @@ def test_a_model_defined_in_one_module_and_trained_in_another(tmp_path):
     assert check_file(tmp_path, "train.py") == []  # the finding sits where the model is defined
 
 
+def test_what_a_trainer_trains_is_worked_out_once_for_every_module_whose_classes_it_may_train(
+    tmp_path, monkeypatch
+):
+    """Each class module asks the scripts that import it which of its classes they train; a run over both
+    model files (the editor, at each keystroke in one of them) works out the script's answer once."""
+    import torchlint.rules.checkpointing.analysis as analysis_module
+
+    heads = MODEL_FILE.replace("class Net(", "class Heads(")  # deep stacks too, none of them trained
+    write_project(
+        tmp_path,
+        {
+            "model.py": MODEL_FILE,
+            "heads.py": heads,
+            "train.py": TRAIN_FILE.replace("import Net", "import Net\nimport heads"),
+        },
+    )
+    asked = []
+    original = analysis_module._trained_in
+    monkeypatch.setattr(
+        analysis_module, "_trained_in", lambda module: asked.append(module.path) or original(module)
+    )
+    linter = Linter()
+    found = {
+        name: linter.check_text(str(tmp_path / name), (tmp_path / name).read_text(), settings(select=CKPT))
+        for name in ("model.py", "heads.py")
+    }
+    assert [(d.code, d.location.line) for d in found["model.py"]] == [("TL401", 7)]
+    assert found["heads.py"] == []
+    assert sorted(Path(path).name for path in asked) == ["heads.py", "model.py", "train.py"]
+
+
 def test_an_inference_only_package_is_not_flagged(tmp_path):
     demo = """\
     import torch

@@ -391,7 +391,7 @@ class CheckpointAnalysis:
         own = {id(cls.node): cls for cls in source.classes}
         todo: list[tuple[Built, list[SourceModule], Device]] = []
         for module in self._candidates():
-            todo.extend(_trained_in(module))
+            todo.extend(module.analysis(CheckpointAnalysis).trains)
             names = _registry_names(module)
             if names != set():  # `create_model(args.model)`: what this module registers may be trained
                 todo.extend((built, [module], Device.UNKNOWN) for built in self._registered(names))
@@ -410,6 +410,12 @@ class CheckpointAnalysis:
                 self._devices.setdefault(id(built.cls.node), set()).add(device)
             todo.extend((part, trainers, device) for part in _parts(built))
         return result
+
+    @cached_property
+    def trains(self) -> list[tuple[Built, list[SourceModule], Device]]:
+        """The project classes this module trains (`_trained_in`), kept with its facts: each class module
+        that it imports asks (in the editor, at every keystroke of one of them)."""
+        return _trained_in(self.source)
 
     def _registered(self, names: set[str] | None) -> list[Built]:
         """Classes this module's `@register_model` functions build (those named in `names`; all: None)."""
