@@ -270,6 +270,44 @@ def test_the_worker_runs_jobs_in_order_skips_cancelled_ones_and_hands_back_error
         failing.result()
 
 
+def test_the_worker_runs_the_collectors_passes_when_the_editor_pauses_or_after_many_jobs(monkeypatch):
+    """`torchlint lsp` turns automatic collection off: a pass over everything the server keeps took
+    160-260 ms on yolov5, inside a check, every few keystrokes. The worker runs one once no job came for
+    IDLE_S after the last, or before a job once JOBS_PER_PASS ran without such a pause; none while
+    collection is automatic (as in this process, unless a test turns it off)."""
+    import gc
+
+    import torchlint.lsp.worker as worker_module
+
+    passes = []
+    monkeypatch.setattr(worker_module, "IDLE_S", 0.05)
+    monkeypatch.setattr(worker_module, "JOBS_PER_PASS", 3)
+    monkeypatch.setattr(gc, "collect", lambda *args: passes.append("pass") or 0)
+    gc.disable()
+    try:
+        worker = Worker()
+        gate, ran = threading.Event(), []
+        worker.submit(gate.wait)
+        futures = [worker.submit(lambda n=n: ran.append((n, len(passes)))) for n in range(5)]
+        gate.set()
+        futures[-1].result(timeout=10)
+        assert ran == [(0, 0), (1, 0), (2, 1), (3, 1), (4, 1)]  # before the 4th job: three ran, no pause
+        for _ in range(200):
+            if len(passes) == 2:
+                break
+            threading.Event().wait(0.01)
+        assert passes == ["pass", "pass"]  # the pause after the last job
+        threading.Event().wait(0.2)
+        assert passes == ["pass", "pass"]  # nothing ran since: no pass
+    finally:
+        gc.enable()
+    monkeypatch.setattr(worker_module, "IDLE_S", 0.01)
+    enabled = Worker()
+    enabled.submit(int, "1").result(timeout=10)
+    threading.Event().wait(0.1)
+    assert passes == ["pass", "pass"]  # automatic collection: the worker leaves it to the interpreter
+
+
 @pytest.mark.asyncio
 async def test_the_worker_hands_results_to_the_event_loop():
     """N11: `run` awaits the job on the loop (the result crosses threads through the loop's safe call)."""

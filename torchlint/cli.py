@@ -906,8 +906,7 @@ def lsp() -> None:
     except ImportError as error:
         click.echo(f"error: `torchlint lsp` needs pygls: pip install 'torchlint[lsp]' ({error})", err=True)
         sys.exit(2)
-    gc.enable()  # each check's facts are garbage once the next one runs: cycles among them must be freed
-    serve()
+    serve()  # with the cyclic collector still off: the server's worker runs its passes (torchlint.lsp.worker)
 
 
 main.add_command(lsp, "server")  # ruff's name for the same command
@@ -921,8 +920,9 @@ def entry() -> None:
     one-file check of yolov5's models/common.py), and at exit the interpreter's last pass walked all of
     it again; `gc.freeze()` at the end keeps it out of that pass. A run that fixes turns it back on (each
     pass of a fix leaves the trees it replaced in reference cycles: 241 MB -> 506 MB at its peak for the
-    fixtures copied 30 times, without it), and so does the Language Server, which lives for hours and
-    drops each check's facts; the in-process API never comes through here."""
+    fixtures copied 30 times, without it); the Language Server, which lives for hours and drops each check's
+    facts, runs the passes itself when the editor pauses (torchlint.lsp.worker); the in-process API never
+    comes through here."""
     gc.disable()
     try:
         main()
