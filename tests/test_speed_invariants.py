@@ -226,10 +226,11 @@ def test_the_fixtures_output_is_byte_for_byte_the_recorded_one(fixtures_copy, mo
     assert result.output == GOLDEN.read_text(encoding="utf-8")
 
 
-def test_the_console_script_runs_its_command_without_the_collector_and_the_server_with_it(monkeypatch):
+def test_the_console_script_runs_its_command_without_the_collector_and_a_fix_with_it(monkeypatch):
     """A command of the console script keeps what it builds until the process ends: the collector stays off
-    for all of it (no pass between files, none at exit over frozen objects); the Language Server, which
-    drops each check's facts, and a run that fixes, whose passes leave cycles behind, turn it back on."""
+    for all of it (no pass between files, none at exit over frozen objects). A run that fixes, whose passes
+    leave cycles behind, turns it back on; the Language Server, which drops each check's facts, leaves it
+    off and runs the passes itself when the editor pauses (`torchlint.lsp.worker`)."""
     import gc
 
     import torchlint.cli as cli
@@ -244,7 +245,7 @@ def test_the_console_script_runs_its_command_without_the_collector_and_the_serve
         assert states == [False] and gc.get_freeze_count() > 0
         gc.unfreeze()
         CliRunner().invoke(cli.lsp, [])  # as `torchlint lsp` runs, with the collector off from `entry`
-        assert states == [False, True]
+        assert states == [False, False]
         gc.disable()  # as `entry` leaves it: a run that fixes turns it back on
         result = CliRunner().invoke(
             command, ["--fix", "--no-cache", "--select", "TL304", "-"], input="x = 1\n"
