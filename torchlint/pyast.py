@@ -21,14 +21,12 @@ _trees: OrderedDict[str, ast.Module] = OrderedDict()
 def python_ast(text: str) -> ast.Module:
     """The module's tree; SyntaxError, ValueError (NUL bytes), RecursionError or MemoryError as ast.parse
     raises them (SyntaxWarnings, such as invalid escapes, are not ours to report)."""
-    tree = _trees.get(text)
-    if tree is not None:
-        _trees.move_to_end(text)
-        return tree
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tree = ast.parse(text)
-    _trees[text] = tree
+    tree = _trees.pop(text, None)
+    if tree is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    _trees[text] = tree  # the most recently asked last
     if len(_trees) > KEPT:
         _trees.popitem(last=False)
     return tree
