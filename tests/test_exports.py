@@ -492,6 +492,35 @@ def test_whether_a_module_trains_does_not_build_the_files_of_helpers_that_run_no
     assert parsed == ["engine.py"]
 
 
+def test_a_model_handed_to_a_function_elsewhere_is_trained_only_where_that_function_may_build_an_optimizer(
+    tmp_path, parsed
+):
+    """`check(model)` runs `check` of helpers.py, which builds no optimizer: another function of that file
+    does, but what `check` is handed is not trained by it, and helpers.py's facts are not built to learn
+    that; `fit(model)` runs the function that builds one."""
+    from torchlint.facts.torch.models import ModelAnalysis
+
+    helpers = (
+        "import torch\n\n\ndef check(model):\n    print(model)\n\n\ndef fit(model, batches):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for b in batches:\n"
+        "        model(b).sum().backward()\n        opt.step()\n"
+    )
+    script = (
+        "import torch\nfrom helpers import check, fit\n\nnet = torch.nn.Linear(2, 2)\ncheck(net)\n"
+        "for epoch in range(3):\n    net(torch.ones(2)).sum().backward()\n"
+    )
+    files = {
+        "helpers.py": helpers,
+        "checked.py": script,
+        "trained.py": script.replace("check(net)", "fit(net, [])"),
+    }
+    assert project_facts(tmp_path, files, "checked.py").source.analysis(ModelAnalysis).trained == []
+    assert parsed == []
+    trained = project_facts(tmp_path, files, "trained.py").source.analysis(ModelAnalysis).trained
+    assert [model.text for model in trained] == ["net"]
+    assert parsed == ["helpers.py"]
+
+
 def test_a_trainer_class_is_looked_for_only_in_files_that_may_run_a_backward_pass(tmp_path, parsed):
     engine = (
         "class Trainer:\n    def __init__(self, model):\n        self.model = model\n\n"

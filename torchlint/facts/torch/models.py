@@ -453,7 +453,10 @@ class ModelAnalysis:
         if files is None or source.project is None or source.file is None or source.real_file in files:
             return True
         project: ExportIndex = source.project  # type: ignore[assignment]
-        return any(may_build_optimizers(project.export_of(file, source.file)) for file in files)
+        func = call.node.func
+        name = func.value if isinstance(func, cst.Name) else None  # `obj.fit(...)` may be a method
+        exports = (project.export_of(file, source.file) for file in files)
+        return any(function_may_build_optimizers(export, name) for export in exports)
 
     def _calls_local_function(self, call: CallRecord) -> bool:
         """`helper(...)` of a def in this module, or `self.method(...)`: resolved without the project."""
@@ -1295,10 +1298,26 @@ def may_train(project: ExportIndex, path: Path, requester: Path) -> bool:
     return may_run_backward(project, path, requester)
 
 
-def may_build_optimizers(export: Export | None) -> bool:
-    """Whether a call of a file may build an optimizer (`builds_optimizer`, read from its export: every
-    call that does names an optimizer class, a factory, a model's optimizer method, `getattr` of
-    `torch.optim`, or a class an optimizer module binds); True for a file without an export."""
+def function_may_build_optimizers(export: Export | None, name: str | None) -> bool:
+    """Whether the function `name` of a file may build an optimizer over what it is handed
+    (`trained_params`): itself, or a function of the file it calls (one call deep, as `trained_params`
+    follows them). The whole file's calls where the file has no function of that name (a class, a name an
+    import gave it) or where the call names none (a method's): a call of one function of yolov5's
+    `utils/general.py`, whose other functions call `getattr`, need not build that module's facts."""
+    if export is None or export.scopes is None:
+        return True
+    scopes = {scope.name: scope for scope in export.scopes}
+    own = scopes.get(name) if name is not None else None
+    if own is None:
+        return may_build_optimizers(export)
+    return may_build_optimizers(export, {name, *(symbol for symbol in own.symbols if symbol in scopes)})
+
+
+def may_build_optimizers(export: Export | None, scopes: set[str] | None = None) -> bool:
+    """Whether a call of a file (of its `scopes`, by name: all by default) may build an optimizer
+    (`builds_optimizer`, read from its export: every call that does names an optimizer class, a factory, a
+    model's optimizer method, `getattr` of `torch.optim`, or a class an optimizer module binds); True for
+    a file without an export."""
     if export is None:
         return True
     bindings: dict[str, list[str]] = {}
@@ -1306,6 +1325,8 @@ def may_build_optimizers(export: Export | None) -> bool:
         bindings.setdefault(name, []).append(target)
     starred = any(name[:-2].startswith(_OPTIMIZER_ROOTS) for name in export.imports if name.endswith(".*"))
     for scope in export.scopes:
+        if scopes is not None and scope.name not in scopes:
+            continue
         for symbol in scope.symbols:
             last = symbol.rpartition(".")[2]
             if last == "getattr" or last in _MODEL_OPTIMIZER_METHODS or _is_factory(last):
