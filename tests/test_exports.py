@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support import project_facts, settings
 
+import torchlint.facts.torch.exports as export_module
 import torchlint.index.project as project_module
 from torchlint.facts.torch.exports import Export, ScopeExport, export_of_bytes
 from torchlint.facts.torch.models import may_train
@@ -645,3 +646,56 @@ def test_an_export_is_read_from_the_tree_the_syntax_check_kept_where_the_bytes_p
     assert kept_ast(declared.encode()) is None
     assert kept_ast(b"\xef\xbb\xbf" + text.encode()) is None
     assert kept_ast(b"x = '\xff'\n") is None  # not UTF-8
+
+
+def test_two_versions_agree_on_their_export_when_what_the_edit_touched_tells_the_same(monkeypatch):
+    """The editor compares a buffer's export before and after a keystroke: only the top-level statements
+    whose lines changed are walked. True is certain; False only says that the parts differ (the whole
+    exports then decide); None where the trees are not kept or lines are not a node's own."""
+    from torchlint.facts.torch.exports import code_exports_agree
+    from torchlint.pyast import python_ast
+
+    before = textwrap.dedent(
+        """
+        import torch
+
+        def step(model, opt, x):
+            loss = model(x).sum() * 1.0
+            loss.backward()
+            opt.step()
+
+        def report(values):
+            print(values)
+        """
+    )
+    edits = {
+        "constant": before.replace("* 1.0", "* 0.5"),
+        "comment": before + "# note\n",
+        "a call": before.replace("print(values)", "print(values)\n    log(values)"),
+        "no backward": before.replace("    loss.backward()\n", ""),
+        "a local": before.replace("print(values)", "shown = values\n    print(shown)"),
+    }
+    python_ast(before)
+    walked = []
+    original = export_module._Exporter.export
+    monkeypatch.setattr(
+        export_module._Exporter, "export", lambda self, tree: walked.append(1) or original(self, tree)
+    )
+    found = {}
+    for name, after in edits.items():
+        python_ast(before)  # both kept, as the editor's last two versions are
+        python_ast(after)
+        found[name] = code_exports_agree(before.encode(), after.encode())
+    assert walked == []  # no whole file was walked
+    assert found == {
+        "constant": True,
+        "comment": True,
+        "a call": False,
+        "no backward": False,
+        "a local": False,
+    }
+    assert export_of_bytes(before.encode()) == export_of_bytes(
+        edits["a local"].encode()
+    )  # False, not different
+    assert code_exports_agree(before.encode(), b"x = 1\rimport torch\n") is None  # a lone carriage return
+    assert code_exports_agree(before.encode(), b"never_parsed = 1\n") is None

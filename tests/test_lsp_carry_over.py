@@ -280,3 +280,26 @@ def test_a_first_look_after_an_edit_inside_statements_leaves_the_rules_that_read
     imported = _open(checker, project / "train.py", 3, "import os\n" + edited.text)
     checker.glance(imported)
     assert "TL101" in ran
+
+
+def test_a_keystroke_inside_a_function_does_not_walk_the_buffers_whole_export(project, monkeypatch):
+    """The carry-over learns whether the edit changed what other files read of the buffer from the
+    statements it touched (`code_exports_agree`); the buffer's whole export is walked only where those
+    differ. Its findings are a new server's all the same."""
+    import torchlint.facts.torch.exports as exports_module
+
+    checker = Checker(BufferFileSystem(), project)
+    for name in ("model.py", "data.py", "engine.py"):
+        _open(checker, project / name, 1, FILES[name])
+    _findings(checker, _open(checker, project / "train.py", 1, TRAIN))
+    walked = record_calls(monkeypatch, exports_module._Exporter, "export", lambda self, tree: 1)
+    edited = _open(checker, project / "train.py", 2, TRAIN.replace("lr=1e-3", "lr=7e-4"))
+    checker.glance(edited)
+    found = _findings(checker, edited)
+    assert walked == []
+    assert found == _fresh(project, {**FILES, "train.py": edited.text}, "train.py")
+    called = _open(checker, project / "train.py", 3, edited.text + "print(model)\n")
+    checker.glance(called)
+    found = _findings(checker, called)
+    assert walked == [1, 1]  # a new call: the parts differ, and the whole exports (before, after) decide
+    assert found == _fresh(project, {**FILES, "train.py": called.text}, "train.py")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from torchlint._lazy import cst
-from torchlint.facts.torch.exports import Export, export_of_bytes
+from torchlint.facts.torch.exports import Export, code_exports_agree, export_of_bytes
 from torchlint.memo import ByContent
 from torchlint.workspace.budget import over_budget
 from torchlint.workspace.fs import FileSystem
@@ -310,6 +310,8 @@ class Project:
                 if _exports_of(data) != _exports_of(before):
                     return False  # a new import, class or def: the index's answers may change
                 changed[file] = data
+                if code_exports_agree(before, data):
+                    continue  # what the edit touched tells the same: the whole exports are not walked
                 if _code_exports_of(data) != _code_exports_of(before):
                     exported.add(file)
         stale = {*changed, self._real(checked)}
