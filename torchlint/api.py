@@ -153,6 +153,7 @@ def _run(options: RunOptions, linter: Linter, fs: FileSystem) -> Outcome:
         outcome.processes = jobs
         for result in checked:  # the workers' exports: this process writes the store, once
             linter.receive(result.exports)
+            result.exports = {}
     else:
         checked = [worker.check(targets[index]) for index in pending]
     linter.flush()

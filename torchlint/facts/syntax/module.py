@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -188,14 +188,9 @@ class SourceModule:
     def _named_in(self, block: cst.BaseSuite) -> set[str]:
         order = self.text_order()
         start, end = order.span(block)
-        named: set[str] = set()
-        for ref in self.references:
-            if ref.qualname and start <= order.span(ref.expr)[0] < end:
-                named |= _with_parents(ref.qualname)
-        for line in walk.simple_lines(block):
-            for small in line.body:
-                named |= _imported_modules(small)
-        return named
+        return _names_used(
+            (ref for ref in self.references if ref.qualname and start <= order.span(ref.expr)[0] < end), block
+        )
 
     @cached_property
     def _named_anywhere(self) -> set[str]:
@@ -203,14 +198,7 @@ class SourceModule:
         `try` or an `if` can name what the whole module does not, and most modules with a deprecated call
         name no newer API anywhere (their alternatives would rank every node of the module, 20 ms of
         yolov5's `train.py` in the editor's first look)."""
-        named: set[str] = set()
-        for ref in self.references:
-            if ref.qualname:
-                named |= _with_parents(ref.qualname)
-        for line in walk.simple_lines(self.module):
-            for small in line.body:
-                named |= _imported_modules(small)
-        return named
+        return _names_used(self.references, self.module)
 
     def is_fallback_for(self, node: cst.CSTNode, module: str) -> bool:
         """Whether `node` sits in an `except` handler of a `try`, or in a branch of an `if`/`else`, whose
@@ -944,6 +932,19 @@ def _section(module: str) -> int:
     if top == "__future__":
         return 0
     return 1 if top in sys.stdlib_module_names else 2
+
+
+def _names_used(references: Iterable[Reference], block: cst.CSTNode) -> set[str]:
+    """The qualified names of `references` and the modules the imports below `block` name, with their
+    parents (`torch.amp.GradScaler` names `torch.amp` and `torch` too)."""
+    named: set[str] = set()
+    for ref in references:
+        if ref.qualname:
+            named |= _with_parents(ref.qualname)
+    for line in walk.simple_lines(block):
+        for small in line.body:
+            named |= _imported_modules(small)
+    return named
 
 
 def _imported_modules(small: cst.CSTNode) -> set[str]:
