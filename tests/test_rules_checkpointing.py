@@ -832,6 +832,67 @@ def test_a_class_trained_through_a_star_import(tmp_path):
     assert [d.code for d in check_file(tmp_path, "model.py")] == ["TL401"]
 
 
+# A yolov5-shaped project: the network is built from a config by `eval`, so no code names the deep blocks.
+YAML_BUILT = """\
+from torch import nn
+
+from model import Encoder, Net  # noqa: F401  (named by the config, built by `eval`)
+
+
+class Model(nn.Module):
+    def __init__(self, names):
+        super().__init__()
+        self.layers = nn.Sequential(*(eval(name)() for name in names))
+"""
+
+
+def test_a_stack_no_other_modules_code_names_is_decided_without_building_them(tmp_path, monkeypatch):
+    """Another module's code makes an instance of a class here only by naming it (a call, a base, a function
+    of this module that builds it): where none does, no importer can train the stack, and none is built."""
+    from torchlint.index.project import Project
+
+    train = TRAIN_FILE.replace("from model import Net", "from yolo import Model").replace("Net()", "Model(cfg)")
+    write_project(tmp_path, {"model.py": MODEL_FILE, "yolo.py": YAML_BUILT, "train.py": train})
+    built = []
+    original = Project._build
+    monkeypatch.setattr(Project, "_build", lambda self, path: built.append(path.name) or original(self, path))
+    assert check_file(tmp_path, "model.py") == []
+    assert built == []
+    named = YAML_BUILT.replace("eval(name)()", "Net()")  # a call of the class: trained through Model
+    write_project(tmp_path, {"yolo.py": named})
+    assert [(d.code, d.location.line) for d in check_file(tmp_path, "model.py")] == [("TL401", 7)]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {  # re-exported under another name
+            "pkg/__init__.py": "from pkg.model import Net as Backbone\n",
+            "train.py": TRAIN_FILE.replace("from model import Net", "from pkg import Backbone").replace(
+                "Net()", "Backbone()"
+            ),
+        },
+        {  # derived from in another module
+            "pkg/big.py": "from pkg.model import Net\n\n\nclass Big(Net):\n    pass\n",
+            "train.py": TRAIN_FILE.replace("from model import Net", "from pkg.big import Big").replace(
+                "Net()", "Big()"
+            ),
+        },
+        {  # built by a function of the module that the script calls
+            "train.py": TRAIN_FILE.replace("from model import Net", "from pkg.model import build").replace(
+                "Net()", "build()"
+            ),
+        },
+    ],
+    ids=["alias", "subclass", "factory"],
+)
+def test_a_stack_other_code_reaches_by_another_name_is_still_trained(tmp_path, files):
+    factory = "\n\ndef build():\n    return Net()\n" if "build" in files["train.py"] else ""
+    write_project(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL_FILE + factory, **files})
+    found = check_file(tmp_path, "pkg/model.py")
+    assert [(d.code, d.location.line) for d in found] == [("TL401", 7)]
+
+
 # -- TL401: library models point to their own switch --------------------------------------------------------
 
 HF_LOOP = """\

@@ -431,6 +431,39 @@ class Project:
         self._exports[path] = found
         return found
 
+    def exports_naming(
+        self, path: Path, names: Collection[str], requester: Path
+    ) -> dict[Path, Export] | None:
+        """The code export of every project file but `path` whose text writes one of `names` as a word, or
+        a name an import gives one (`from .common import C3 as Block`): the only files whose code can
+        refer to them. None where that is not known from exports: they are not asked, a name is not ASCII
+        (`ast` normalises those), or a file that writes one has no export. A file whose text writes none
+        of them has none in its export either, so `requester` depends on every file's export (and the file
+        list) from now on, not on their texts: an edit that makes a file call one changes its export."""
+        path = self._real(path)
+        if not self.asks_exports or not all(name.isascii() for name in names):
+            return None
+        self._consults(requester, ALL_FILES)
+        wanted = self._with_aliases(set(names))
+        if not all(name.isascii() for name in wanted):
+            return None
+        words = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(wanted)))
+        found: dict[Path, Export] = {}
+        for file, data in self._project_bytes().items():
+            if file == path:
+                continue
+            text = self._facts_text(file, checked_only=False)
+            if text is not None:
+                data = text.encode("utf-8", "surrogatepass")
+            self._consults(requester, file)
+            if words.search(data) is None:
+                continue
+            export = self.export_of(file, requester)
+            if export is None or export.scopes is None:
+                return None
+            found[file] = export
+        return found
+
     def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
         """The project files that import `path` and derive a class from one named like one of its classes
         (by the last name of a base, also under a name an import gives it): where a method that a class of

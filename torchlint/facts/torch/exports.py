@@ -20,10 +20,13 @@ import ast
 import re
 import warnings
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from torchlint.facts.torch.vocabulary import BACKWARD_METHODS, OPTIMIZER_NAMES
 from torchlint.pyast import kept_ast
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 
 class ScopeExport(NamedTuple):
@@ -104,6 +107,13 @@ class ExportIndex(Protocol):
 
     def subclassed_in(self, path: Path, requester: Path) -> list[Path]:
         """The importers of `path` that derive a class from one named like one of its classes."""
+        ...
+
+    def exports_naming(
+        self, path: Path, names: Collection[str], requester: Path
+    ) -> dict[Path, Export] | None:
+        """The code exports of the other project files whose text writes one of `names` (or an alias of
+        one) as a word (None: unknown)."""
         ...
 
     def memo(self, name: str) -> dict:

@@ -38,6 +38,7 @@ from torchlint.facts.torch.models import ModelAnalysis, may_train, relative_path
 from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
+from torchlint.rules.checkpointing.reached import reachable_from_others
 from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis, environment_default
 
 if TYPE_CHECKING:
@@ -372,7 +373,7 @@ class CheckpointAnalysis:
         facts are not built, since nothing they hold can train a class of this one."""
         source = self.source
         found = [source]
-        if source.project is None or source.file is None:
+        if source.project is None or source.file is None or not self._others_may_train:
             return found
         for file in self._candidate_files:
             if may_train(source.project, file, source.file):
@@ -380,6 +381,17 @@ class CheckpointAnalysis:
                 if other is not None and other not in found:
                     found.append(other)
         return found
+
+    @cached_property
+    def _others_may_train(self) -> bool:
+        """Whether another module's code may reach a class of this one that holds a stack (`reached`): if
+        not, no module that imports this one can train one, and none is built to find out."""
+        reached = reachable_from_others(self.source)
+        if reached is None:
+            return True
+        top = {id(statement) for statement in self.source.module.body}
+        stacks = self.source.analysis(StructureAnalysis).stacks
+        return any(id(stack.cls.node) not in top or stack.cls.name in reached for stack in stacks)
 
     @cached_property
     def trained(self) -> dict[int, list[SourceModule]]:

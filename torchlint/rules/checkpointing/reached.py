@@ -1,0 +1,120 @@
+"""Which classes of a module other modules' code can reach, read from exports.
+
+TL401 asks which modules train a class of the checked one: answering builds every module that imports it,
+up to three levels of importers, and follows what each trains (`CheckpointAnalysis.trained`). In a class
+module such as yolov5's `models/common.py` that is 13 modules and most of a second of a one-file check, to
+learn that no script trains its deep stacks: its network is built from a YAML file by `eval`, which no
+analysis follows.
+
+Another module's code can only make an instance of a class here by naming it (the way `_classes_built`
+and `_parts` find the classes of a trained model): a call of the class, or of one of its classmethods, a
+class statement deriving from it, or a call of one of this module's functions that builds it (by its name,
+or by picking it from this module: `getattr(models, name)`, which names the module). From there, a class
+here reaches the classes and functions of this module that its own code names. So a class that neither
+another module's calls and bases nor this module's reachable code names cannot be part of a model that
+another module trains, and the modules that import this one need not be built to say so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchlint._lazy import cst
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from torchlint.facts.syntax.module import SourceModule
+    from torchlint.facts.torch.exports import Export, ExportIndex
+
+_MODULE = ""  # the module's own statements (and class bodies): run whenever it is imported
+_REGISTRY = "register_model"  # timm's registry: a model is named by a string (`create_model(args.model)`)
+
+
+def reachable_from_others(source: SourceModule) -> set[str] | None:
+    """The names of this module's top-level classes and functions that other modules' code may reach;
+    None where exports cannot tell (a run that builds every file, a name `ast` reads otherwise, a file
+    that names one without an export, or a module whose models are registered by name)."""
+    project: ExportIndex | None = source.project  # type: ignore[assignment]
+    file = source.file
+    if project is None or file is None or _REGISTRY in source.text:
+        return None
+    own = project.export_of(file, file)
+    if own is None or own.scopes is None:
+        return None
+    classes, functions = _top_level(source)
+    if not classes and not functions:
+        return set()
+    word = source.real_file.stem if source.real_file.name != "__init__.py" else source.real_file.parent.name
+    others = project.exports_naming(file, classes | functions, file)
+    if others is None:
+        return None
+    entries = _named_by(others.values(), classes | functions)
+    if functions:  # `getattr(models, name)(...)`: code that names this module may call any function of it
+        naming_module = project.exports_naming(file, {word}, file)
+        if naming_module is None:
+            return None
+        if naming_module:
+            entries |= functions
+    return _closure(own, entries, classes, functions)
+
+
+def _top_level(source: SourceModule) -> tuple[set[str], set[str]]:
+    """The names of the classes and functions defined directly in the module's body, each once (a name
+    defined twice is left out: its scopes then count as the module's own)."""
+    counts: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    for statement in source.module.body:
+        if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+            name = statement.name.value
+            counts[name] = counts.get(name, 0) + 1
+            kinds[name] = "class" if isinstance(statement, cst.ClassDef) else "function"
+    once = {name for name, count in counts.items() if count == 1}
+    return (
+        {name for name in once if kinds[name] == "class"},
+        {name for name in once if kinds[name] == "function"},
+    )
+
+
+def _named_by(exports: Iterable[Export], top: set[str]) -> set[str]:
+    """The names of `top` that these exports' calls or bases name, also under a name an import gives one."""
+    meaning = {name: name for name in top}
+    pairs = [pair for export in exports for pair in export.aliases]
+    grown = True
+    while grown:  # `from .common import C3 as Block`, re-exported again under another name
+        grown = False
+        for name, asname in pairs:
+            target = meaning.get(name.rpartition(".")[2])
+            if target is not None and asname not in meaning:
+                meaning[asname] = target
+                grown = True
+    found = set()
+    for export in exports:
+        written = [symbol for scope in export.scopes for symbol in scope.symbols]
+        written += [base for _, *bases in export.bases for base in bases]
+        found.update(meaning[part] for symbol in written for part in symbol.split(".") if part in meaning)
+    return found
+
+
+def _closure(own: Export, entries: set[str], classes: set[str], functions: set[str]) -> set[str]:
+    """`entries` and what the code of each reached class or function of this module names of the others,
+    starting from the module's own statements, which run whenever another module imports it."""
+    top = classes | functions
+    names: dict[str, set[str]] = {}
+    for scope in own.scopes:
+        owner, dot, _ = scope.name.partition(".")
+        node = owner if (owner in classes and dot) or (owner in functions and not dot) else _MODULE
+        parts = {part for symbol in scope.symbols for part in symbol.split(".") if part in top}
+        names.setdefault(node, set()).update(parts)
+    for cls, *bases in own.bases:
+        node = cls if cls in classes else _MODULE
+        names.setdefault(node, set()).update(
+            part for base in bases for part in base.split(".") if part in top
+        )
+    reached = {_MODULE}
+    todo = [_MODULE, *entries]
+    while todo:
+        node = todo.pop()
+        reached.add(node)
+        todo.extend(name for name in names.get(node, ()) if name not in reached)
+    return reached - {_MODULE}
