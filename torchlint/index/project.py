@@ -17,6 +17,7 @@ files whose code matters, not every file that imports it or that it calls into.
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections.abc import Callable, Collection, Iterable
@@ -447,7 +448,7 @@ class Project:
         wanted = self._with_aliases(set(names))
         if not all(name.isascii() for name in wanted):
             return None
-        words = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(wanted)))
+        words = _words(frozenset(wanted))
         found: dict[Path, Export] = {}
         for file, data in self._project_bytes().items():
             if file == path:
@@ -597,7 +598,7 @@ class Project:
 
     def may_name(self, path: Path, names: Collection[str], requester: Path | None = None) -> bool:
         """False only when `path` cannot refer to any of `names` (functions of another module): its text
-        holds none of them, nor any name an import anywhere in the project gives one of them
+        writes none of them as a word, nor any name an import anywhere in the project gives one of them
         (`from .loaders import build as build_loader` in a package's `__init__.py`). A call resolves by the
         names written in the calling file, so this is a necessary condition, checked before building that
         file's facts (which cost a LibCST parse, and what the analysis of them asks in turn). `requester`
@@ -606,13 +607,15 @@ class Project:
         if requester is not None:
             self._consults(requester, path, code=True)
         wanted = self._with_aliases(set(names))
+        if not all(name.isascii() for name in wanted):
+            return True  # `ast` normalises other names (NFKC): the text may write them otherwise
         text = self._facts_text(path, checked_only=False)
         if text is not None:  # the text being checked (an editor's buffer), not the one on disk
-            return any(name in text for name in wanted)
+            return _words(frozenset(wanted)).search(text.encode("utf-8", "surrogatepass")) is not None
         data = self._project_bytes().get(path)
         if data is None or self._imports(path, data) is None:
             return True  # not a project file CPython parses: nothing known, so it may
-        return any(not name.isascii() or name.encode() in data for name in wanted)
+        return _words(frozenset(wanted)).search(data) is not None
 
     def mentions(self, path: Path, words: Collection[str], requester: Path | None = None) -> bool | None:
         """Whether the text of project file `path` holds one of `words` (ASCII), as its facts' text would,
@@ -863,6 +866,13 @@ def statements_of(data: bytes) -> Export | None:
     """What a file's statements import, define and bind (its export without its code's scopes; None where
     CPython does not parse it), kept by content: two texts with equal statements differ inside them only."""
     return _exports_of(data)
+
+
+@functools.lru_cache(maxsize=256)
+def _words(names: frozenset[str]) -> re.Pattern[bytes]:
+    """Any of `names` (ASCII) written as a whole word, as a name in code always is: `compile`, not the
+    `compiler` of a docstring."""
+    return re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(names)))
 
 
 def _find_module(base: Path, parts: list[str], fs: FileSystem) -> Path | None:
