@@ -124,6 +124,13 @@ def _closed_expressions() -> tuple[type, ...]:
     )  # fmt: skip
 
 
+# The field holding the last part of an expression's code.
+_ENDS_WITH = {
+    "BinaryOperation": "right", "BooleanOperation": "right", "UnaryOperation": "expression",
+    "IfExp": "orelse", "Lambda": "body", "Await": "expression", "NamedExpr": "value",
+}  # fmt: skip
+
+
 class TrainingAnalysis:
     def __init__(self, source: SourceModule) -> None:
         self.source = source
@@ -363,13 +370,35 @@ class TrainingAnalysis:
         # The optimizer first, and only among arguments whose code can end in a word: rendering every
         # argument of every call that resolves nowhere (most of them) cost more than the rest of the check.
         if not any(
-            self.source.code(arg.value).lower().split(".")[-1] in OPTIMIZER_NAMES
+            self._last_word(arg.value) in OPTIMIZER_NAMES
             for arg in args
             if not isinstance(arg.value, _closed_expressions()) and not getattr(arg.value, "rpar", ())
         ):
             return False
         names = [self.source.code(arg.value).lower() for arg in args]
         return any(name.split(".")[-1].startswith("loss") or name.endswith("loss") for name in names)
+
+    def _last_word(self, value: cst.BaseExpression) -> str:
+        """The code of `value`, lowercased, after its last dot, read off the tree without rendering it (most
+        arguments): a word there is the attribute or name the code ends with (`a if c else self.opt`)."""
+        node = value
+        while not getattr(node, "rpar", ()):
+            if isinstance(node, cst.Name):
+                return node.value.lower() if node is value else ""  # `not opt`: a dot, or the whole code
+            if isinstance(node, cst.Attribute):
+                if not (node.dot.whitespace_before.empty and node.dot.whitespace_after.empty):
+                    break
+                return node.attr.value.lower()
+            if isinstance(node, cst.Comparison):
+                node = node.comparisons[-1].comparator
+                continue
+            field = _ENDS_WITH.get(type(node).__name__)
+            if field is None:
+                break
+            node = getattr(node, field)
+        else:
+            return ""  # it ends in a parenthesis
+        return self.source.code(value).lower().split(".")[-1]
 
     def function_events(self, function: FunctionRecord, depth: int = 0) -> frozenset[str]:
         key = id(function)
