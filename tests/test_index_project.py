@@ -638,3 +638,27 @@ def test_the_heap_is_trimmed_where_the_c_library_can_and_skipped_where_it_cannot
     linter_module._trim_heap()
     assert linter_module._malloc_trim is False
     linter_module._trim_heap()  # looked up once: nothing to call
+
+
+def test_exports_naming_finds_the_files_whose_code_may_name_a_class_once_per_run(tmp_path, monkeypatch):
+    """What TL401 asks of a class module's names: the exports of the files that write one (also under an
+    alias), searched once per run (the editor asks at each keystroke) while every asker depends on every
+    file's export."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text("class Encoder:\n    pass\n")
+    (tmp_path / "pkg.py").write_text("from model import Encoder as Trunk\n")
+    (tmp_path / "train.py").write_text("from pkg import Trunk\nnet = Trunk()\n")
+    (tmp_path / "other.py").write_text("# an Encoderless comment\nx = 1\n")
+    project = Project(tmp_path)
+    searched = []
+    original = Project._exports_naming
+    monkeypatch.setattr(Project, "_exports_naming", lambda *args: searched.append(1) or original(*args))
+    model = tmp_path / "model.py"
+    for requester in (model, tmp_path / "other.py"):
+        found = project.exports_naming(model, {"Encoder"}, requester)
+        assert found is not None and sorted(path.name for path in found) == ["pkg.py", "train.py"]
+        every = {"model.py", "pkg.py", "train.py", "other.py"} - {requester.name}
+        assert {path.name for path in project.dependencies(requester)} >= every
+    assert searched == [1]
+    project.asks_exports = False
+    assert project.exports_naming(model, {"Encoder"}, model) is None

@@ -440,11 +440,21 @@ class Project:
         refer to them. None where that is not known from exports: they are not asked, a name is not ASCII
         (`ast` normalises those), or a file that writes one has no export. A file whose text writes none
         of them has none in its export either, so `requester` depends on every file's export (and the file
-        list) from now on, not on their texts: an edit that makes a file call one changes its export."""
+        list) from now on, not on their texts: an edit that makes a file call one changes its export. Kept
+        for the run as other answers drawn from exports are (the editor asks at each keystroke)."""
         path = self._real(path)
         if not self.asks_exports or not all(name.isascii() for name in names):
             return None
         self._consults(requester, ALL_FILES)
+        for file in self._project_bytes():
+            self._consults(requester, file)
+        known = self.memo("exports naming")
+        key = (path, frozenset(names))
+        if key not in known:
+            known[key] = self._exports_naming(path, names)
+        return known[key]
+
+    def _exports_naming(self, path: Path, names: Collection[str]) -> dict[Path, Export] | None:
         wanted = self._with_aliases(set(names))
         if not all(name.isascii() for name in wanted):
             return None
@@ -453,13 +463,10 @@ class Project:
         for file, data in self._project_bytes().items():
             if file == path:
                 continue
-            text = self._facts_text(file, checked_only=False)
-            if text is not None:
-                data = text.encode("utf-8", "surrogatepass")
-            self._consults(requester, file)
-            if words.search(data) is None:
+            text = self._facts_text(file, checked_only=False)  # an editor's buffer, not the file on disk
+            if words.search(data if text is None else text.encode("utf-8", "surrogatepass")) is None:
                 continue
-            export = self.export_of(file, requester)
+            export = self.export_of(file)
             if export is None or export.scopes is None:
                 return None
             found[file] = export
