@@ -152,3 +152,23 @@ def test_a_subtree_read_from_its_module_s_order_answers_as_its_own():
             assert (within.span(first) < within.span(second)) == (own.span(first) < own.span(second))
             assert within.holds(first, second) == own.holds(first, second)
             assert (within.start(first) < within.start(second)) == (own.start(first) < own.start(second))
+
+
+def test_a_module_s_order_takes_the_ranks_of_a_function_ranked_before_it(monkeypatch):
+    """A function asked about first (yolov5's `train()`, most of `train.py`), then its module: the module's
+    walk shifts the function's ranks into its own instead of walking the function again, and ranks the
+    same."""
+    import torchlint.facts.syntax.order as order_module
+
+    module = cst.parse_module(OUT_OF_FIELD_ORDER)
+    function = next(node for node in module.body if isinstance(node, cst.FunctionDef))
+    fresh = TextOrder(module)
+    ranked = {id(function): TextOrder(function)}
+    walked = []
+    original = order_module.children_in_text_order
+    monkeypatch.setattr(
+        order_module, "children_in_text_order", lambda node: walked.append(node) or original(node)
+    )
+    spliced = TextOrder(module, ranked)
+    assert (spliced._ranks, spliced._last) == (fresh._ranks, fresh._last)
+    assert not [node for node in walked if any(node is inner for inner in _every_node(function))]

@@ -806,7 +806,11 @@ class SourceModule:
         found = self._orders.get(id(root))
         if found is None:
             whole = self._orders.get(id(self.module))
-            found = whole.within(root) if whole is not None and whole.knows(root) else TextOrder(root)
+            found = (
+                whole.within(root)
+                if whole is not None and whole.knows(root)
+                else TextOrder(root, self._orders)
+            )
             self._orders[id(root)] = found
         return found
 

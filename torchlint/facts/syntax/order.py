@@ -129,9 +129,11 @@ def _is_punctuation(kind: type) -> bool:
 class TextOrder:
     """The nodes of one subtree (a function, a class, a module), ranked in the order of the text."""
 
-    def __init__(self, root: cst.CSTNode) -> None:
+    def __init__(self, root: cst.CSTNode, ranked: dict[int, TextOrder] | None = None) -> None:
         # id(node) -> its rank (nodes are kept alive by the tree), and rank -> the rank of its last
-        # descendant: kept apart, a module's hundred thousand nodes cost no pair each.
+        # descendant: kept apart, a module's hundred thousand nodes cost no pair each. A subtree `ranked`
+        # already (by the id of its root: a function asked about before its module) is not walked again:
+        # its ranks are shifted into these (a tenth of the walk's time).
         self._ranks: dict[int, int] = {}
         self._last: list[int] = []
         ranks, last = self._ranks, self._last  # the loop below runs once per node of a module: locals
@@ -141,6 +143,12 @@ class TextOrder:
             if rank >= 0:  # every node below it is ranked
                 last[rank] = len(last) - 1
                 continue
+            known = ranked.get(id(node)) if ranked and node is not root else None
+            if type(known) is TextOrder and known._root is node:
+                offset = len(last)
+                ranks.update((key, value + offset) for key, value in known._ranks.items())
+                last.extend(value + offset for value in known._last)
+                continue
             rank = ranks[id(node)] = len(last)
             last.append(rank)
             stack.append((node, rank))
@@ -148,6 +156,7 @@ class TextOrder:
             if children:
                 children.reverse()
                 stack += [(child, -1) for child in children]
+        self._root = root
 
     def knows(self, *nodes: cst.CSTNode) -> bool:
         """Every one of `nodes` is in the subtree."""
