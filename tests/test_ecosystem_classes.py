@@ -671,3 +671,35 @@ for epoch in range(10):
     assert loader_codes(source) == []
     live = source.replace("if 1:", "if args.real:")
     assert [code for code, _ in loader_codes(live)] == ["TL201", "TL202"]  # the fake loader, line 17
+
+
+def test_sparse_tensors_made_in_another_module_are_followed_only_where_a_file_writes_one(tmp_path, parsed):
+    """The data a script trains on is sparse only where some module calls a sparse constructor or method:
+    where no project file writes one, the script's calls are not followed into the modules they reach
+    (yolov5's train.py built seven modules to find nothing)."""
+    from torchlint.linter import Linter
+    from torchlint.workspace.settings import Settings
+
+    script = """\
+import torch
+
+from graph import load_graph
+
+device = torch.device("cuda")
+features, adj = load_graph(edges, 2708)
+model = GCN(16).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(args.epochs):
+    loss = loss_fn(model(features, adj), labels)
+    loss.backward()
+    optimizer.step()
+"""
+    graph = "import torch\n\n\ndef load_graph(edges, n):\n    return torch.{}(edges, n), edges\n"
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(script)
+    for made, findings in (("sparse_coo_tensor", []), ("zeros", ["TL101", "TL301"])):
+        (tmp_path / "graph.py").write_text(graph.format(made))
+        parsed.clear()
+        found = Linter().check_text(str(tmp_path / "train.py"), script, Settings(select=("TL101", "TL301")))
+        assert [d.code for d in found] == findings
+        assert parsed == (["graph.py"] if findings == [] else [])

@@ -63,4 +63,6 @@ class OwnFileOnly:
 
 
 # The project's questions answered from the layout, the files' bytes and their import statements.
-_FROM_HEADERS = frozenset({"module_file", "importers_of", "may_name", "mentions", "may_derive", "scanned"})
+_FROM_HEADERS = frozenset(
+    {"module_file", "importers_of", "may_name", "mentions", "mentioned_anywhere", "may_derive", "scanned"}
+)

@@ -640,6 +640,20 @@ class Project:
             return None
         return any(word.encode() in data for word in words)
 
+    def mentioned_anywhere(self, words: Collection[str], requester: Path) -> bool:
+        """Whether the text of some project file holds one of `words` (ASCII), as its facts' text would (an
+        editor's buffer as it is); True where a file's bytes may not be what its facts read. A question that
+        follows calls into any module (what a function returns, two calls deep) is settled without building
+        one where no file writes what it looks for. `requester` depends on every file's text from now on."""
+        self._consults(requester, ALL_FILES)
+        found = False
+        for file in self._project_bytes():
+            if not found:
+                found = self.mentions(file, words, requester) is not False
+            else:
+                self._consults(requester, file, code=True)
+        return found
+
     def parses(self, path: Path, text: str) -> bool:
         """Whether the import scan of this run found `text` (the file's UTF-8 bytes) to be valid Python:
         then a check of it need not ask CPython's parser again for TL001."""

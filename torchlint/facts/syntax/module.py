@@ -86,6 +86,11 @@ class ProjectIndex(Protocol):
         unknown); `requester` depends on `path`'s text from now on."""
         ...
 
+    def mentioned_anywhere(self, words: Collection[str], requester: Path) -> bool:
+        """Whether some project file's text holds one of `words` (True: unknown); `requester` depends on
+        every file's text from now on."""
+        ...
+
     def scanned(self, path: Path) -> bool:
         """Whether the import scan parsed project file `path` (CPython reads it as Python)."""
         ...

@@ -525,6 +525,11 @@ class TrainingAnalysis:
         Dynamo does not trace sparse tensors (the frame runs eagerly) and autocast has no half-precision
         sparse matmul. A function that only uses a sparse tensor on the way (`torch.eye(n) + adj`) does not
         count: what it returns is dense."""
+        source, project, file = self.source, self.source.project, self.source.file
+        if not any(word in source.text for word in _SPARSE_WORDS) and (
+            project is None or file is None or not project.mentioned_anywhere(_SPARSE_WORDS, file)
+        ):
+            return False  # no file writes a sparse call or method: following each call cannot find one
         seen: set[int] = set()
         for call in self.source.calls:
             target = self.source.callee(call)
@@ -1344,6 +1349,7 @@ _SPARSE_CALLS = {
     "torch.sparse.FloatTensor", "torch.sparse.LongTensor", "torch.sparse.sum", "torch.sparse.softmax",
 }  # fmt: skip
 _SPARSE_METHODS = {"to_sparse", "to_sparse_csr", "to_sparse_coo"}
+_SPARSE_WORDS = ("sparse", "spmm")  # in every name above, and in any import of one
 
 
 def _returns_sparse(home: SourceModule, function: FunctionRecord, depth: int, seen: set[int]) -> bool:
