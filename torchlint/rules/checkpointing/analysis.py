@@ -38,7 +38,7 @@ from torchlint.facts.torch.models import ModelAnalysis, may_train, relative_path
 from torchlint.facts.torch.reach import may_run_backward
 from torchlint.facts.torch.training import TrainingAnalysis
 from torchlint.facts.torch.vocabulary import Device
-from torchlint.rules.checkpointing.reached import reachable_from_others
+from torchlint.rules.checkpointing.reached import others_may_reach
 from torchlint.rules.checkpointing.structure import Stack, StructureAnalysis, environment_default
 
 if TYPE_CHECKING:
@@ -386,12 +386,11 @@ class CheckpointAnalysis:
     def _others_may_train(self) -> bool:
         """Whether another module's code may reach a class of this one that holds a stack (`reached`): if
         not, no module that imports this one can train one, and none is built to find out."""
-        reached = reachable_from_others(self.source)
-        if reached is None:
-            return True
-        top = {id(statement) for statement in self.source.module.body}
         stacks = self.source.analysis(StructureAnalysis).stacks
-        return any(id(stack.cls.node) not in top or stack.cls.name in reached for stack in stacks)
+        top = {id(statement) for statement in self.source.module.body}
+        if any(id(stack.cls.node) not in top for stack in stacks):
+            return True  # a class defined in a block or another class: not followed by name
+        return bool(stacks) and others_may_reach(self.source, {stack.cls.name for stack in stacks})
 
     @cached_property
     def trained(self) -> dict[int, list[SourceModule]]:

@@ -31,32 +31,36 @@ _MODULE = ""  # the module's own statements (and class bodies): run whenever it 
 _REGISTRY = "register_model"  # timm's registry: a model is named by a string (`create_model(args.model)`)
 
 
-def reachable_from_others(source: SourceModule) -> set[str] | None:
-    """The names of this module's top-level classes and functions that other modules' code may reach;
-    None where exports cannot tell (a run that builds every file, a name `ast` reads otherwise, a file
-    that names one without an export, or a module whose models are registered by name)."""
+def others_may_reach(source: SourceModule, targets: set[str]) -> bool:
+    """Whether other modules' code may reach one of `targets` (classes defined in the module's body):
+    True where exports cannot tell (a run that builds every file, a name `ast` reads otherwise, a file
+    that names one without an export, or a module whose models are registered by name). Only the names
+    from which this module's code reaches a target are looked for in other files, and only the files
+    that write one are read."""
     project: ExportIndex | None = source.project  # type: ignore[assignment]
     file = source.file
     if project is None or file is None or _REGISTRY in source.text:
-        return None
+        return True
     own = project.export_of(file, file)
     if own is None or own.scopes is None:
-        return None
+        return True
     classes, functions = _top_level(source)
-    if not classes and not functions:
-        return set()
-    word = source.real_file.stem if source.real_file.name != "__init__.py" else source.real_file.parent.name
-    others = project.exports_naming(file, classes | functions, file)
-    if others is None:
-        return None
-    entries = _named_by(others.values(), classes | functions)
-    if functions:  # `getattr(models, name)(...)`: code that names this module may call any function of it
-        naming_module = project.exports_naming(file, {word}, file)
-        if naming_module is None:
-            return None
-        if naming_module:
-            entries |= functions
-    return _closure(own, entries, classes, functions)
+    if not targets <= classes:
+        return True
+    names = _names_in(own, classes, functions)
+    if targets & _closure(names, {_MODULE}):
+        return True  # the module's own statements build one whenever it is imported
+    leading = {name for name in classes | functions if targets & _closure(names, {name})}
+    others = project.exports_naming(file, leading, file)
+    if others is None or _named_by(others.values(), leading):
+        return True
+    if leading & functions:  # `getattr(models, name)(...)`: code naming this module may call its functions
+        real = source.real_file
+        naming_module = project.exports_naming(
+            file, {real.stem if real.name != "__init__.py" else real.parent.name}, file
+        )
+        return naming_module is None or bool(naming_module)
+    return False
 
 
 def _top_level(source: SourceModule) -> tuple[set[str], set[str]]:
@@ -96,9 +100,9 @@ def _named_by(exports: Iterable[Export], top: set[str]) -> set[str]:
     return found
 
 
-def _closure(own: Export, entries: set[str], classes: set[str], functions: set[str]) -> set[str]:
-    """`entries` and what the code of each reached class or function of this module names of the others,
-    starting from the module's own statements, which run whenever another module imports it."""
+def _names_in(own: Export, classes: set[str], functions: set[str]) -> dict[str, set[str]]:
+    """What the code of each class and function defined in the module's body (and of the module's own
+    statements, `_MODULE`) names of them: its calls and, for a class, its bases."""
     top = classes | functions
     names: dict[str, set[str]] = {}
     for scope in own.scopes:
@@ -108,13 +112,18 @@ def _closure(own: Export, entries: set[str], classes: set[str], functions: set[s
         names.setdefault(node, set()).update(parts)
     for cls, *bases in own.bases:
         node = cls if cls in classes else _MODULE
-        names.setdefault(node, set()).update(
-            part for base in bases for part in base.split(".") if part in top
-        )
-    reached = {_MODULE}
-    todo = [_MODULE, *entries]
+        named = names.setdefault(node, set())
+        named.update(part for base in bases for part in base.split(".") if part in top)
+    return names
+
+
+def _closure(names: dict[str, set[str]], start: set[str]) -> set[str]:
+    """`start` and what the code of each name reached names, in turn."""
+    reached = set(start)
+    todo = list(start)
     while todo:
-        node = todo.pop()
-        reached.add(node)
-        todo.extend(name for name in names.get(node, ()) if name not in reached)
-    return reached - {_MODULE}
+        for name in names.get(todo.pop(), ()):
+            if name not in reached:
+                reached.add(name)
+                todo.append(name)
+    return reached
