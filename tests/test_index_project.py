@@ -263,11 +263,18 @@ def test_a_file_that_only_uses_the_word_of_a_module_name_is_not_scanned():
     assert words.may_import_name("train", everything) == []
 
 
-def test_only_files_the_scan_read_are_ruled_out(tmp_path):
+def test_a_file_is_ruled_out_by_its_text_where_its_bytes_are_that_text(tmp_path):
+    """A name a file's facts can refer to is written in its text, parsed or not (a file CPython does not
+    parse is not parsed to learn that); where a coding declaration may make the text other than the
+    bytes, the file may name anything."""
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "broken.py").write_text("def (:\n")
+    (tmp_path / "calls.py").write_text("def (:\n    anything()\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nx = 1\n")
     project = Project(tmp_path)
-    assert project.may_name(Path(tmp_path / "broken.py"), {"anything"})
+    assert not project.may_name(Path(tmp_path / "broken.py"), {"anything"})
+    assert project.may_name(Path(tmp_path / "calls.py"), {"anything"})
+    assert project.may_name(Path(tmp_path / "latin.py"), {"anything"})
 
 
 def test_a_context_parameter_outside_any_loop_or_backward_asks_no_importer(tmp_path, parsed):

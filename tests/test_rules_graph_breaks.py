@@ -233,6 +233,14 @@ def test_a_trainer_class_that_compiles_the_model_it_is_given_reaches_the_forward
 
 
 def test_the_model_class_in_another_file_is_reported_there_with_the_compile_site(tmp_path):
+    models = _net_compiled_in_train(tmp_path)
+    found = Linter().check_text(str(models), models.read_text(), settings(select=("TL106",)))
+    assert [(d.location.line, said(d).split(": which")[0]) for d in found] == [
+        (11, "`if x.sum() > 0` in the forward of `Net`, which is compiled in train.py:6"),
+    ]
+
+
+def _net_compiled_in_train(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
     models = tmp_path / "models.py"
     models.write_text(
@@ -276,10 +284,26 @@ def test_the_model_class_in_another_file_is_reported_there_with_the_compile_site
             """
         )
     )
-    found = Linter().check_text(str(models), models.read_text(), settings(select=("TL106",)))
-    assert [(d.location.line, said(d).split(": which")[0]) for d in found] == [
-        (11, "`if x.sum() > 0` in the forward of `Net`, which is compiled in train.py:6"),
-    ]
+    return models
+
+
+def test_where_no_file_compiles_a_module_s_importers_are_not_worked_out(tmp_path, monkeypatch):
+    """What a compile site compiles reaches a module only from a file that writes `compile`: where none
+    does (yolov5), who imports the checked module is not worked out for TL106 (a scan of the project's
+    imports, two levels up)."""
+    from torchlint.index.project import Project
+
+    models = _net_compiled_in_train(tmp_path)
+    train = tmp_path / "train.py"
+    train.write_text(train.read_text().replace('model = torch.compile(model, mode="max-autotune")\n', ""))
+    asked = []
+    original = Project.importers_of
+    monkeypatch.setattr(
+        Project, "importers_of", lambda self, path: asked.append(path) or original(self, path)
+    )
+    models = tmp_path / "models.py"
+    assert Linter().check_text(str(models), models.read_text(), settings(select=("TL106",))) == []
+    assert asked == []
 
 
 def test_a_compiled_step_function_is_checked_and_so_is_a_function_compiled_by_name():

@@ -64,5 +64,14 @@ class OwnFileOnly:
 
 # The project's questions answered from the layout, the files' bytes and their import statements.
 _FROM_HEADERS = frozenset(
-    {"module_file", "importers_of", "may_name", "mentions", "mentioned_anywhere", "may_derive", "scanned"}
+    {
+        "module_file",
+        "importers_of",
+        "may_name",
+        "named_anywhere",
+        "mentions",
+        "mentioned_anywhere",
+        "may_derive",
+        "scanned",
+    }
 )

@@ -631,9 +631,9 @@ class Project:
         if text is not None:  # the text being checked (an editor's buffer), not the one on disk
             return _words(frozenset(wanted)).search(text.encode("utf-8", "surrogatepass")) is not None
         data = self._project_bytes().get(path)
-        if data is None or self._imports(path, data) is None:
-            return True  # not a project file CPython parses: nothing known, so it may
-        return _words(frozenset(wanted)).search(data) is not None
+        if data is None or _words(frozenset(wanted)).search(data) is not None:
+            return True  # not a project file (nothing known, so it may), or it writes one
+        return self._readable(path) is None  # a coding declaration: its text may not be these bytes
 
     def mentions(self, path: Path, words: Collection[str], requester: Path | None = None) -> bool | None:
         """Whether the text of project file `path` holds one of `words` (ASCII), as its facts' text would,
@@ -661,6 +661,18 @@ class Project:
         for file in self._project_bytes():
             if not found:
                 found = self.mentions(file, words, requester) is not False
+            else:
+                self._consults(requester, file, code=True)
+        return found
+
+    def named_anywhere(self, names: Collection[str], requester: Path) -> bool:
+        """Whether some project file may refer to one of `names` (`may_name`: it writes one as a word, or a
+        name an import gives one). `requester` depends on every file's text from now on."""
+        self._consults(requester, ALL_FILES)
+        found = False
+        for file in self._project_bytes():
+            if not found:
+                found = self.may_name(file, names, requester)
             else:
                 self._consults(requester, file, code=True)
         return found

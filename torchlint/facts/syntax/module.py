@@ -86,6 +86,11 @@ class ProjectIndex(Protocol):
         unknown); `requester` depends on `path`'s text from now on."""
         ...
 
+    def named_anywhere(self, names: Collection[str], requester: Path) -> bool:
+        """Whether some project file may refer to one of `names` (`may_name` of each); `requester` depends on
+        every file's text from now on."""
+        ...
+
     def mentioned_anywhere(self, words: Collection[str], requester: Path) -> bool:
         """Whether some project file's text holds one of `words` (True: unknown); `requester` depends on
         every file's text from now on."""

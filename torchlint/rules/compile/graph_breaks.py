@@ -184,6 +184,8 @@ class GraphBreakAnalysis:
         source, project = self.source, self.source.project
         if project is None or source.file is None:
             return []
+        if not project.named_anywhere(("compile",), source.file):
+            return []  # no file compiles anything: who imports this one need not be worked out
         importers = source.analysis(CallerAnalysis)
         compiling = (
             path
