@@ -883,12 +883,18 @@ def test_a_stack_no_other_modules_code_names_is_decided_without_building_them(tm
                 "Net()", "build()"
             ),
         },
+        {  # a class of the module deriving from the one with the stack
+            "train.py": TRAIN_FILE.replace("from model import Net", "from pkg.model import Big").replace(
+                "Net()", "Big()"
+            ),
+        },
     ],
-    ids=["alias", "subclass", "factory"],
+    ids=["alias", "subclass", "factory", "subclass-here"],
 )
 def test_a_stack_other_code_reaches_by_another_name_is_still_trained(tmp_path, files):
-    factory = "\n\ndef build():\n    return Net()\n" if "build" in files["train.py"] else ""
-    write_project(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL_FILE + factory, **files})
+    more = "\n\ndef build():\n    return Net()\n" if "build" in files["train.py"] else ""
+    more += "\n\nclass Big(Encoder):\n    pass\n" if "Big" in files["train.py"] else ""
+    write_project(tmp_path, {"pkg/__init__.py": "", "pkg/model.py": MODEL_FILE + more, **files})
     found = check_file(tmp_path, "pkg/model.py")
     assert [(d.code, d.location.line) for d in found] == [("TL401", 7)]
 

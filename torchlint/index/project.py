@@ -656,26 +656,29 @@ class Project:
         editor's buffer as it is); True where a file's bytes may not be what its facts read. A question that
         follows calls into any module (what a function returns, two calls deep) is settled without building
         one where no file writes what it looks for. `requester` depends on every file's text from now on."""
-        self._consults(requester, ALL_FILES)
-        found = False
-        for file in self._project_bytes():
-            if not found:
-                found = self.mentions(file, words, requester) is not False
-            else:
-                self._consults(requester, file, code=True)
-        return found
+        return self._anywhere(
+            "mentioned", words, requester, lambda file: self.mentions(file, words) is not False
+        )
 
     def named_anywhere(self, names: Collection[str], requester: Path) -> bool:
         """Whether some project file may refer to one of `names` (`may_name`: it writes one as a word, or a
         name an import gives one). `requester` depends on every file's text from now on."""
+        return self._anywhere("named", names, requester, lambda file: self.may_name(file, names))
+
+    def _anywhere(
+        self, question: str, words: Collection[str], requester: Path, holds: Callable[[Path], bool]
+    ) -> bool:
+        """Whether `holds` for some project file, kept for the run as the answers drawn from exports are (an
+        edit that writes such a word into code changes the file's export, which clears them; one in a
+        comment does not, and cannot change what the code does)."""
         self._consults(requester, ALL_FILES)
-        found = False
         for file in self._project_bytes():
-            if not found:
-                found = self.may_name(file, names, requester)
-            else:
-                self._consults(requester, file, code=True)
-        return found
+            self._consults(requester, file, code=True)
+        known = self.memo(f"{question} anywhere")
+        key = frozenset(words)
+        if key not in known:
+            known[key] = any(holds(file) for file in self._project_bytes())
+        return known[key]
 
     def parses(self, path: Path, text: str) -> bool:
         """Whether the import scan of this run found `text` (the file's UTF-8 bytes) to be valid Python:

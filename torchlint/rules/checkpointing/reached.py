@@ -20,10 +20,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchlint._lazy import cst
+from torchlint.facts.syntax.names import dotted
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from torchlint.facts.syntax.collect import FunctionRecord
     from torchlint.facts.syntax.module import SourceModule
     from torchlint.facts.torch.exports import Export, ExportIndex
 
@@ -41,13 +43,10 @@ def others_may_reach(source: SourceModule, targets: set[str]) -> bool:
     file = source.file
     if project is None or file is None or _REGISTRY in source.text:
         return True
-    own = project.export_of(file, file)
-    if own is None or own.scopes is None:
-        return True
     classes, functions = _top_level(source)
     if not targets <= classes:
         return True
-    names = _names_in(own, classes, functions)
+    names = _names_in(source, classes, functions)
     if targets & _closure(names, {_MODULE}):
         return True  # the module's own statements build one whenever it is imported
     leading = {name for name in classes | functions if targets & _closure(names, {name})}
@@ -100,21 +99,36 @@ def _named_by(exports: Iterable[Export], top: set[str]) -> set[str]:
     return found
 
 
-def _names_in(own: Export, classes: set[str], functions: set[str]) -> dict[str, set[str]]:
-    """What the code of each class and function defined in the module's body (and of the module's own
-    statements, `_MODULE`) names of them: its calls and, for a class, its bases."""
+def _names_in(source: SourceModule, classes: set[str], functions: set[str]) -> dict[str, set[str]]:
+    """What the code of each class and function defined in the module's body names of them (its calls,
+    what they are handed and, for a class, its bases), and what the module's own statements name
+    (`_MODULE`, which also takes the code of anything defined deeper: a def in a def). Read from the
+    module's facts, which the check has built: its export would be one more walk of the text at each
+    keystroke in the editor."""
     top = classes | functions
+    body = {id(statement) for statement in source.module.body}
     names: dict[str, set[str]] = {}
-    for scope in own.scopes:
-        owner, dot, _ = scope.name.partition(".")
-        node = owner if (owner in classes and dot) or (owner in functions and not dot) else _MODULE
-        parts = {part for symbol in scope.symbols for part in symbol.split(".") if part in top}
-        names.setdefault(node, set()).update(parts)
-    for cls, *bases in own.bases:
-        node = cls if cls in classes else _MODULE
-        named = names.setdefault(node, set())
-        named.update(part for base in bases for part in base.split(".") if part in top)
+    for call in source.calls:
+        written = [call.node.func, *(argument.value for argument in call.node.args)]
+        parts = {part for node in written for part in (dotted(node) or "").split(".") if part in top}
+        names.setdefault(_owner(call.function, body, top), set()).update(parts)
+    for cls in source.classes:
+        node = cls.name if id(cls.node) in body and cls.name in top else _MODULE
+        bases = (dotted(base.value) or "" for base in cls.node.bases)
+        names.setdefault(node, set()).update(
+            part for base in bases for part in base.split(".") if part in top
+        )
     return names
+
+
+def _owner(function: FunctionRecord | None, body: set[int], top: set[str]) -> str:
+    """The class or function defined in the module's body whose code holds a call of `function`."""
+    if function is not None and function.owner is not None:
+        owner = function.owner
+        return owner.name if id(owner.node) in body and owner.name in top else _MODULE
+    if function is not None and id(function.node) in body and function.name in top:
+        return function.name
+    return _MODULE
 
 
 def _closure(names: dict[str, set[str]], start: set[str]) -> set[str]:
