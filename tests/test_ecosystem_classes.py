@@ -532,8 +532,20 @@ if True:
     assert finding.fix is not None
 
 
+GCN_TRAINING = """\
+features, adj = load_graph(edges, 2708)
+model = GCN(16).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+for epoch in range(args.epochs):
+    loss = loss_fn(model(features, adj), labels)
+    loss.backward()
+    optimizer.step()
+"""
+
+
 def test_a_graph_net_trained_on_sparse_tensors_gets_no_compile_or_autocast_advice():
-    source = """\
+    source = (
+        """\
 import torch
 
 device = torch.device("cuda")
@@ -544,14 +556,9 @@ def load_graph(edges, n):
     return features.to_sparse().to(device), adj.to(device)
 
 
-features, adj = load_graph(edges, 2708)
-model = GCN(16).to(device)
-optimizer = torch.optim.Adam(model.parameters())
-for epoch in range(args.epochs):
-    loss = loss_fn(model(features, adj), labels)
-    loss.backward()
-    optimizer.step()
 """
+        + GCN_TRAINING
+    )
     assert codes_and_lines(source, select=("TL101", "TL301")) == []
     dense = source.replace("torch.sparse_coo_tensor", "torch.zeros").replace(
         "features.to_sparse()", "features"
@@ -680,20 +687,16 @@ def test_sparse_tensors_made_in_another_module_are_followed_only_where_a_file_wr
     from torchlint.linter import Linter
     from torchlint.workspace.settings import Settings
 
-    script = """\
+    script = (
+        """\
 import torch
 
 from graph import load_graph
 
 device = torch.device("cuda")
-features, adj = load_graph(edges, 2708)
-model = GCN(16).to(device)
-optimizer = torch.optim.Adam(model.parameters())
-for epoch in range(args.epochs):
-    loss = loss_fn(model(features, adj), labels)
-    loss.backward()
-    optimizer.step()
 """
+        + GCN_TRAINING
+    )
     graph = "import torch\n\n\ndef load_graph(edges, n):\n    return torch.{}(edges, n), edges\n"
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "train.py").write_text(script)
