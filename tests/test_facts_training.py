@@ -382,7 +382,9 @@ def test_the_optimizer_handed_to_a_helper_is_read_off_the_tree(monkeypatch, opti
     facts = facts_of(source)
     rendered = []
     original = SourceModule.code
-    monkeypatch.setattr(SourceModule, "code", lambda self, node: rendered.append(node) or original(self, node))
+    monkeypatch.setattr(
+        SourceModule, "code", lambda self, node: rendered.append(node) or original(self, node)
+    )
     assert training_loaders(facts) == ({8: [True]} if counts else {})
     if not counts:  # most calls: nothing rendered to learn that no optimizer is handed
         handed = next(call for call in facts.source.calls if facts.code(call.node.func) == "loss_scaler")

@@ -851,7 +851,9 @@ def test_a_stack_no_other_modules_code_names_is_decided_without_building_them(tm
     of this module that builds it): where none does, no importer can train the stack, and none is built."""
     from torchlint.index.project import Project
 
-    train = TRAIN_FILE.replace("from model import Net", "from yolo import Model").replace("Net()", "Model(cfg)")
+    train = TRAIN_FILE.replace("from model import Net", "from yolo import Model").replace(
+        "Net()", "Model(cfg)"
+    )
     write_project(tmp_path, {"model.py": MODEL_FILE, "yolo.py": YAML_BUILT, "train.py": train})
     built = []
     original = Project._build
