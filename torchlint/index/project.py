@@ -39,6 +39,11 @@ if TYPE_CHECKING:
     from torchlint.facts.syntax.module import SourceModule
 
 ALL_FILES = Path("<every project file's imports>")
+# What an answer read of every project file, recorded once (an answer a checked module asks of the whole
+# project would otherwise record a dependency on each file, for each module: 10 MB of timm with `-j 1`).
+ALL_TEXTS = Path("<every project file's text>")
+ALL_EXPORTS = Path("<every project file's export>")
+_EVERY = frozenset({ALL_FILES, ALL_TEXTS, ALL_EXPORTS})
 MAX_REEXPORTS = 8  # a name re-exported through more modules than this may lead anywhere
 SAVE_EVERY = 64  # new exports between two saves of the store during a run (`flush`)
 
@@ -123,8 +128,8 @@ class Project:
     def dependencies(self, file: Path) -> set[Path]:
         """Every file the analysis of `file` consulted, transitively (for the result cache's key)."""
         seen = self._consulted(file)
-        if ALL_FILES in seen:
-            seen.discard(ALL_FILES)
+        if seen & _EVERY:
+            seen -= _EVERY
             seen.update(self._python_files())
         seen.discard(self._real(file))
         return seen
@@ -147,7 +152,7 @@ class Project:
             for dependency in edges.get(todo.pop(), ()):
                 if dependency not in seen:
                     seen.add(dependency)
-                    if dependency != ALL_FILES:
+                    if dependency not in _EVERY:
                         todo.append(dependency)
         return seen
 
@@ -344,9 +349,11 @@ class Project:
         change left as it was, holds nothing of it: the modules around yolov5's `models/common.py` find its
         classes from its statements and follow its methods' calls in its export, so an edit inside a
         block's `forward` does not make them again (nor the scripts that read their facts)."""
-        if file in stale or self._consulted(file, self._reads_code) & stale:
+        read = self._consulted(file, self._reads_code)
+        if file in stale or read & stale or ALL_TEXTS in read:  # the checked buffer is always stale
             return True
-        return bool(exported) and bool(self._consulted(file) & exported)
+        consulted = self._consulted(file)
+        return bool(exported) and (ALL_EXPORTS in consulted or bool(consulted & exported))
 
     def _forget(self, path: Path) -> None:
         """Drop a file's facts; what it depends on stays (`_depends` also holds what other files' questions
@@ -457,8 +464,7 @@ class Project:
         if not self.asks_exports or not all(name.isascii() for name in names):
             return None
         self._consults(requester, ALL_FILES)
-        for file in self._project_bytes():
-            self._consults(requester, file)
+        self._consults(requester, ALL_EXPORTS)
         known = self.memo("exports naming")
         key = (path, frozenset(names))
         if key not in known:
@@ -672,8 +678,7 @@ class Project:
         edit that writes such a word into code changes the file's export, which clears them; one in a
         comment does not, and cannot change what the code does)."""
         self._consults(requester, ALL_FILES)
-        for file in self._project_bytes():
-            self._consults(requester, file, code=True)
+        self._consults(requester, ALL_TEXTS, code=True)
         known = self.memo(f"{question} anywhere")
         key = frozenset(words)
         if key not in known:
@@ -915,7 +920,7 @@ def statements_of(data: bytes) -> Export | None:
     return _exports_of(data)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _words(names: frozenset[str]) -> re.Pattern[bytes]:
     """Any of `names` (ASCII) written as a whole word, as a name in code always is: `compile`, not the
     `compiler` of a docstring."""
