@@ -669,27 +669,3 @@ def test_exports_naming_finds_the_files_whose_code_may_name_a_class_once_per_run
     assert searched == [1]
     project.asks_exports = False
     assert project.exports_naming(model, {"Encoder"}, model) is None
-
-
-def test_an_absolute_import_asked_from_several_folders_looks_in_each_folder_once(tmp_path, monkeypatch):
-    """`import torch` in every folder of a project: each folder up to the root is looked in once, not once
-    for each folder below it (3,200 stat calls in a one-file check of yolov5)."""
-    import torchlint.index.project as project_module
-
-    (tmp_path / "pyproject.toml").write_text("")
-    for folder in ("a/x", "a/y", "b"):
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "m.py").write_text("import torch\n")
-    (tmp_path / "util.py").write_text("")
-    project = Project(tmp_path)
-    looked = []
-    original = project_module._find_module
-    monkeypatch.setattr(
-        project_module,
-        "_find_module",
-        lambda base, parts, fs: looked.append((base, *parts)) or original(base, parts, fs),
-    )
-    for folder in ("a/x", "a/y", "b"):
-        assert project.module_file(tmp_path / folder / "m.py", "torch") is None
-        assert project.module_file(tmp_path / folder / "m.py", "util") == (tmp_path / "util.py").resolve()
-    assert len(looked) == len(set(looked)) == 2 * 5  # a/x, a/y, a, b and the root, for each name

@@ -175,25 +175,14 @@ class Project:
             for _ in range(level - 1):
                 base = base.parent
             return _find_module(base, parts, self.fs)
-        return self._found_upward(importer.parent, dotted, parts)
-
-    def _found_upward(self, folder: Path, dotted: str, parts: list[str]) -> Path | None:
-        """An absolute import's module from `folder` or a folder above it, up to the root: kept per folder,
-        which the files of every folder below it share (`torch`, asked from each folder of a project, looks
-        in the root once)."""
-        key = (folder, "/" + dotted)  # apart from the keys of `module_file`, which are per importing folder
-        known = self._modules.get(key, _UNKNOWN)
-        if known is _UNKNOWN:
-            known = _find_module(folder, parts, self.fs)
-            if (
-                known is None
-                and folder != self.root
-                and folder.parent != folder
-                and self.root in folder.parents
-            ):
-                known = self._found_upward(folder.parent, dotted, parts)
-            self._modules[key] = known
-        return known  # type: ignore[return-value]
+        folder = importer.parent
+        while True:
+            found = _find_module(folder, parts, self.fs)
+            if found is not None:
+                return found
+            if folder == self.root or folder.parent == folder or self.root not in folder.parents:
+                return None
+            folder = folder.parent
 
     def resolve_function(self, importer: Path, qualname: str) -> tuple[SourceModule, FunctionRecord] | None:
         """`engine.train_one_epoch` (as imported by `importer`) -> that module-level function's facts."""
