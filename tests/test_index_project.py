@@ -669,3 +669,16 @@ def test_exports_naming_finds_the_files_whose_code_may_name_a_class_once_per_run
     assert searched == [1]
     project.asks_exports = False
     assert project.exports_naming(model, {"Encoder"}, model) is None
+
+
+def test_a_question_asked_of_every_file_is_recorded_once_for_its_asker(tmp_path):
+    """`named_anywhere` reads every file's text: the asker's findings depend on every file (the result
+    cache's key), recorded as one mark rather than one entry per file and asker (10 MB of timm's peak)."""
+    (tmp_path / "pyproject.toml").write_text("")
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / f"{name}.py").write_text("x = 1\n")
+    project = Project(tmp_path)
+    asker = (tmp_path / "a.py").resolve()
+    assert not project.named_anywhere(("compile",), asker)
+    assert {path.name for path in project.dependencies(asker)} == {"b.py", "c.py", "d.py"}
+    assert len(project._depends[asker]) == 2  # the file list, and every file's text
