@@ -1,4 +1,5 @@
-"""Which classes of a module other modules' code can reach, read from exports.
+"""Which classes of a module other modules' code can reach: from the module's facts and the other files'
+exports.
 
 TL401 asks which modules train a class of the checked one: answering builds every module that imports it,
 up to three levels of importers, and follows what each trains (`CheckpointAnalysis.trained`). In a class
@@ -12,7 +13,8 @@ class statement deriving from it, or a call of one of this module's functions th
 or by picking it from this module: `getattr(models, name)`, which names the module). From there, a class
 here reaches the classes and functions of this module that its own code names. So a class that neither
 another module's calls and bases nor this module's reachable code names cannot be part of a model that
-another module trains, and the modules that import this one need not be built to say so.
+another module trains, and the modules that import this one need not be built to say so. Only the files
+whose text writes one of the names that lead to a stack have their exports read.
 """
 
 from __future__ import annotations
