@@ -36,12 +36,18 @@ def kept_ast(data: bytes) -> ast.Module | None:
     """The tree `python_ast` keeps for the text these UTF-8 bytes hold, where one is kept and the bytes
     parse as that text does (no coding declaration, which bytes obey and a text does not); None otherwise.
     A lookup only: the trees of files read for their exports are not kept."""
-    second_line_end = data.find(b"\n", data.find(b"\n") + 1)
-    head = data if second_line_end < 0 else data[:second_line_end]
-    if data.startswith(b"\xef\xbb\xbf") or b"coding" in head:
+    if data.startswith(b"\xef\xbb\xbf") or may_declare_coding(data):
         return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
     return _trees.get(text)
+
+
+def may_declare_coding(data: bytes) -> bool:
+    """Whether the first two lines of these bytes may hold a coding declaration, under which CPython's
+    parser reads them otherwise than as UTF-8 (tokenize ends those lines at `\n` only, CPython also at a
+    lone `\r`: both are looked at)."""
+    second_line_end = data.find(b"\n", data.find(b"\n") + 1)
+    return b"coding" in (data if second_line_end < 0 else data[:second_line_end])

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from torchlint._lazy import cst
 from torchlint.facts.torch.exports import Export, code_exports_agree, export_of_bytes
 from torchlint.memo import ByContent
+from torchlint.pyast import may_declare_coding
 from torchlint.workspace.budget import over_budget
 from torchlint.workspace.fs import FileSystem
 from torchlint.workspace.roots import too_wide
@@ -450,7 +451,7 @@ class Project:
         list) from now on, not on their texts: an edit that makes a file call one changes its export. Kept
         for the run as other answers drawn from exports are (the editor asks at each keystroke)."""
         path = self._real(path)
-        if not self.asks_exports or not all(name.isascii() for name in names):
+        if not self.asks_exports:
             return None
         self._consults(requester, ALL_FILES)
         self._consults(requester, ALL_EXPORTS)
@@ -459,6 +460,11 @@ class Project:
         if key not in known:
             known[key] = self._exports_naming(path, names)
         return known[key]
+
+    def names_for(self, name: str) -> set[str]:
+        """`name` and every name the project's imports give it (`from .common import C3 as Block`), also
+        through a chain of re-exports (what `exports_naming` looked for)."""
+        return self._with_aliases({name})
 
     def _exports_naming(self, path: Path, names: Collection[str]) -> dict[Path, Export] | None:
         wanted = self._with_aliases(set(names))
@@ -579,10 +585,7 @@ class Project:
                 data = self.fs.read_bytes(path)
             except OSError:
                 return None
-        second_line_end = data.find(b"\n", data.find(b"\n") + 1)
-        if b"coding" in (data if second_line_end < 0 else data[:second_line_end]):
-            return None
-        return data
+        return None if may_declare_coding(data) else data
 
     def _with_code(self, file: Path, data: bytes) -> Export | None:
         """A file's whole export, its code's scopes included: from the store when an earlier run read its

@@ -116,6 +116,10 @@ class ExportIndex(Protocol):
         one) as a word (None: unknown)."""
         ...
 
+    def names_for(self, name: str) -> set[str]:
+        """`name` and every name the project's imports give it, through re-exports."""
+        ...
+
     def memo(self, name: str) -> dict:
         """A dictionary kept for the run."""
         ...

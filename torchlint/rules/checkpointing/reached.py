@@ -53,7 +53,7 @@ def others_may_reach(source: SourceModule, targets: set[str]) -> bool:
         return True  # the module's own statements build one whenever it is imported
     leading = {name for name in classes | functions if targets & _closure(names, {name})}
     others = project.exports_naming(file, leading, file)
-    if others is None or _named_by(others.values(), leading):
+    if others is None or _named_by(project, others.values(), leading):
         return True
     if leading & functions:  # `getattr(models, name)(...)`: code naming this module may call its functions
         real = source.real_file
@@ -81,24 +81,15 @@ def _top_level(source: SourceModule) -> tuple[set[str], set[str]]:
     )
 
 
-def _named_by(exports: Iterable[Export], top: set[str]) -> set[str]:
-    """The names of `top` that these exports' calls or bases name, also under a name an import gives one."""
-    meaning = {name: name for name in top}
-    pairs = [pair for export in exports for pair in export.aliases]
-    grown = True
-    while grown:  # `from .common import C3 as Block`, re-exported again under another name
-        grown = False
-        for name, asname in pairs:
-            target = meaning.get(name.rpartition(".")[2])
-            if target is not None and asname not in meaning:
-                meaning[asname] = target
-                grown = True
-    found = set()
+def _named_by(project: ExportIndex, exports: Iterable[Export], top: set[str]) -> bool:
+    """Whether these exports' calls or bases name one of `top`, also under a name an import gives it."""
+    meaning = {alias for name in top for alias in project.names_for(name)}
     for export in exports:
         written = [symbol for scope in export.scopes for symbol in scope.symbols]
         written += [base for _, *bases in export.bases for base in bases]
-        found.update(meaning[part] for symbol in written for part in symbol.split(".") if part in meaning)
-    return found
+        if any(part in meaning for symbol in written for part in symbol.split(".")):
+            return True
+    return False
 
 
 def _names_in(source: SourceModule, classes: set[str], functions: set[str]) -> dict[str, set[str]]:
